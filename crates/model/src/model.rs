@@ -1,0 +1,149 @@
+use std::collections::BTreeMap;
+
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Node;
+
+use crate::issue::Issue;
+use crate::node::NodeSpec;
+
+/// Cluster-wide settings that come from configuration, not from objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// The cluster's pod CIDRs (one per family at most). Every node's pod CIDR lies inside
+    /// one; traffic from a pod to anything outside them is masqueraded.
+    pub cluster_cidrs: Vec<IpNet>,
+}
+
+/// The cluster configuration itself is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("clusterCIDRs: at least one cluster CIDR is required")]
+    NoClusterCidr,
+    #[error("clusterCIDRs: {0} has host bits set")]
+    HostBits(IpNet),
+    #[error("clusterCIDRs: {0} and {1} overlap")]
+    Overlap(IpNet, IpNet),
+    #[error("clusterCIDRs: more than one {0} CIDR")]
+    TwoOfFamily(&'static str),
+}
+
+impl ClusterConfig {
+    pub fn new(cluster_cidrs: Vec<IpNet>) -> Result<ClusterConfig, ConfigError> {
+        if cluster_cidrs.is_empty() {
+            return Err(ConfigError::NoClusterCidr);
+        }
+        for c in &cluster_cidrs {
+            if c.trunc() != *c {
+                return Err(ConfigError::HostBits(*c));
+            }
+        }
+        for (i, a) in cluster_cidrs.iter().enumerate() {
+            for b in &cluster_cidrs[i + 1..] {
+                if a.contains(b) || b.contains(a) {
+                    return Err(ConfigError::Overlap(*a, *b));
+                }
+            }
+        }
+        let v4 = cluster_cidrs
+            .iter()
+            .filter(|c| matches!(c, IpNet::V4(_)))
+            .count();
+        if v4 > 1 {
+            return Err(ConfigError::TwoOfFamily("IPv4"));
+        }
+        if cluster_cidrs.len() - v4 > 1 {
+            return Err(ConfigError::TwoOfFamily("IPv6"));
+        }
+        Ok(ClusterConfig { cluster_cidrs })
+    }
+
+    pub fn contains(&self, net: &IpNet) -> bool {
+        self.cluster_cidrs.iter().any(|c| c.contains(net))
+    }
+}
+
+/// Every valid node, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Model {
+    pub nodes: BTreeMap<String, NodeSpec>,
+}
+
+impl Model {
+    /// Builds the model from Node objects: each is validated on its own, then against the
+    /// cluster configuration and the other nodes. Nodes whose pod CIDRs overlap are all left
+    /// out: routing to either would be a guess.
+    pub fn build(config: &ClusterConfig, nodes: &[Node]) -> (Model, Vec<Issue>) {
+        let mut issues = Vec::new();
+        let mut candidates: Vec<NodeSpec> = Vec::new();
+        for node in nodes {
+            match NodeSpec::from_node(node) {
+                Ok(spec) => candidates.push(spec),
+                Err(mut found) => issues.append(&mut found),
+            }
+        }
+
+        candidates.retain(|spec| {
+            let outside: Vec<_> = spec
+                .pod_cidrs
+                .iter()
+                .filter(|c| !config.contains(c))
+                .collect();
+            for (i, cidr) in spec.pod_cidrs.iter().enumerate() {
+                if outside.contains(&cidr) {
+                    issues.push(Issue::new(
+                        spec.object_name(),
+                        format!("spec.podCIDRs[{i}]"),
+                        format!(
+                            "{cidr} is outside the cluster CIDRs {:?}",
+                            config.cluster_cidrs
+                        ),
+                    ));
+                }
+            }
+            outside.is_empty()
+        });
+
+        let mut seen: BTreeMap<String, ()> = BTreeMap::new();
+        candidates.retain(|spec| {
+            if seen.insert(spec.name.clone(), ()).is_some() {
+                issues.push(Issue::new(
+                    spec.object_name(),
+                    "metadata.name",
+                    "defined more than once",
+                ));
+                return false;
+            }
+            true
+        });
+
+        let mut overlapping = vec![false; candidates.len()];
+        for i in 0..candidates.len() {
+            for j in i + 1..candidates.len() {
+                for a in &candidates[i].pod_cidrs {
+                    for b in &candidates[j].pod_cidrs {
+                        if a.contains(b) || b.contains(a) {
+                            overlapping[i] = true;
+                            overlapping[j] = true;
+                            issues.push(Issue::new(
+                                format!(
+                                    "{} and {}",
+                                    candidates[i].object_name(),
+                                    candidates[j].object_name()
+                                ),
+                                "spec.podCIDRs",
+                                format!("{a} and {b} overlap; both nodes are left out"),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let nodes = candidates
+            .into_iter()
+            .zip(overlapping)
+            .filter(|(_, bad)| !bad)
+            .map(|(spec, _)| (spec.name.clone(), spec))
+            .collect();
+        (Model { nodes }, issues)
+    }
+}

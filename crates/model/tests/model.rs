@@ -1,0 +1,136 @@
+use std::io::Write;
+
+use weft_model::{standalone, ClusterConfig, Model};
+
+fn cluster() -> ClusterConfig {
+    ClusterConfig::new(vec![
+        "10.244.0.0/16".parse().unwrap(),
+        "fd00:10:244::/48".parse().unwrap(),
+    ])
+    .unwrap()
+}
+
+fn node_yaml(name: &str, cidrs: &[&str], ip: &str) -> String {
+    let cidrs = cidrs
+        .iter()
+        .map(|c| format!("\"{c}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\nspec:\n  podCIDRs: [{cidrs}]\nstatus:\n  addresses:\n  - type: InternalIP\n    address: {ip}\n"
+    )
+}
+
+fn read(docs: &[String]) -> (Model, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = std::fs::File::create(dir.path().join("nodes.yaml")).unwrap();
+    f.write_all(docs.join("---\n").as_bytes()).unwrap();
+    let objects = standalone::read_dir(dir.path());
+    let (model, mut issues) = Model::build(&cluster(), &objects.nodes);
+    issues.extend(objects.issues);
+    (model, issues.iter().map(|i| i.to_string()).collect())
+}
+
+#[test]
+fn valid_dual_stack_nodes_are_modelled_with_derived_vtep_identity() {
+    let (model, issues) = read(&[
+        node_yaml("n1", &["10.244.1.0/24", "fd00:10:244:1::/64"], "192.0.2.11"),
+        node_yaml("n2", &["10.244.2.0/24", "fd00:10:244:2::/64"], "192.0.2.12"),
+    ]);
+    assert!(issues.is_empty(), "{issues:?}");
+    let n1 = &model.nodes["n1"];
+    assert_eq!(n1.vtep_mac(), [0x0e, 0x77, 192, 0, 2, 11]);
+    assert_eq!(
+        n1.vtep_addresses(),
+        vec![
+            "10.244.1.0".parse::<std::net::IpAddr>().unwrap(),
+            "fd00:10:244:1::".parse().unwrap()
+        ]
+    );
+}
+
+#[test]
+fn node_without_pod_cidrs_is_refused_naming_the_field() {
+    let (model, issues) = read(&[
+        node_yaml("n1", &[], "192.0.2.11"),
+        node_yaml("n2", &["10.244.2.0/24"], "192.0.2.12"),
+    ]);
+    assert!(!model.nodes.contains_key("n1"));
+    assert!(
+        model.nodes.contains_key("n2"),
+        "one bad node must not take the others down"
+    );
+    assert!(
+        issues
+            .iter()
+            .any(|i| i.contains("Node/n1") && i.contains("spec.podCIDRs")),
+        "{issues:?}"
+    );
+}
+
+#[test]
+fn pod_cidr_outside_the_cluster_is_refused_naming_object_and_index() {
+    let (model, issues) = read(&[node_yaml(
+        "n1",
+        &["10.244.1.0/24", "fd00:99::/64"],
+        "192.0.2.11",
+    )]);
+    assert!(model.nodes.is_empty());
+    assert!(
+        issues
+            .iter()
+            .any(|i| i.contains("Node/n1 spec.podCIDRs[1]") && i.contains("outside")),
+        "{issues:?}"
+    );
+}
+
+#[test]
+fn overlapping_pod_cidrs_refuse_both_nodes_naming_both() {
+    let (model, issues) = read(&[
+        node_yaml("n1", &["10.244.1.0/24"], "192.0.2.11"),
+        node_yaml("n2", &["10.244.0.0/23"], "192.0.2.12"),
+        node_yaml("n3", &["10.244.3.0/24"], "192.0.2.13"),
+    ]);
+    assert_eq!(model.nodes.keys().collect::<Vec<_>>(), vec!["n3"]);
+    assert!(
+        issues
+            .iter()
+            .any(|i| i.contains("Node/n1 and Node/n2") && i.contains("overlap")),
+        "{issues:?}"
+    );
+}
+
+#[test]
+fn malformed_documents_are_reported_and_the_rest_still_count() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        node_yaml("good", &["10.244.5.0/24"], "192.0.2.15"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("b.yaml"),
+        "kind: Node\nmetadata: [this is: not valid",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("c.yaml"), "kind: Node\nspec: 7\n").unwrap();
+    std::fs::write(dir.path().join("ignored.txt"), "whatever").unwrap();
+    let objects = standalone::read_dir(dir.path());
+    assert_eq!(objects.nodes.len(), 1);
+    assert_eq!(objects.issues.len(), 2, "{:?}", objects.issues);
+}
+
+#[test]
+fn cluster_config_errors_name_the_field() {
+    assert!(ClusterConfig::new(vec![])
+        .unwrap_err()
+        .to_string()
+        .contains("clusterCIDRs"));
+    let e = ClusterConfig::new(vec![
+        "10.0.0.0/8".parse().unwrap(),
+        "10.1.0.0/16".parse().unwrap(),
+    ])
+    .unwrap_err();
+    assert!(e.to_string().contains("overlap"));
+    assert!(ClusterConfig::new(vec!["10.0.0.1/8".parse().unwrap()]).is_err());
+}
