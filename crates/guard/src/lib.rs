@@ -1,0 +1,3 @@
+//! weft-guard: a chained CNI plugin that confines a sandboxed pod's egress to a proxy UID.
+
+pub mod plugin;
