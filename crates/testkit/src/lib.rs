@@ -23,7 +23,11 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 pub fn unique_name(tag: &str) -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let pid = std::process::id() % 100_000;
-    let tag: String = tag.chars().filter(|c| c.is_ascii_alphanumeric()).take(2).collect();
+    let tag: String = tag
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(2)
+        .collect();
     let name = format!("weft{tag}{pid:x}{n:x}");
     assert!(name.len() <= 15, "name {name} too long for an interface");
     name

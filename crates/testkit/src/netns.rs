@@ -19,7 +19,10 @@ impl Netns {
 
     /// Creates a namespace with exactly this name (it must start with `weft`).
     pub fn named(name: &str) -> Netns {
-        assert!(name.starts_with("weft"), "test namespaces start with `weft`");
+        assert!(
+            name.starts_with("weft"),
+            "test namespaces start with `weft`"
+        );
         run_ok(Command::new("ip").args(["netns", "add", name]));
         let ns = Netns {
             name: name.to_string(),
@@ -99,7 +102,17 @@ impl VethPair {
         let a = unique_name("va");
         let b = unique_name("vb");
         run_ok(Command::new("ip").args([
-            "link", "add", &a, "netns", ns_a.name(), "type", "veth", "peer", "name", &b, "netns",
+            "link",
+            "add",
+            &a,
+            "netns",
+            ns_a.name(),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &b,
+            "netns",
             ns_b.name(),
         ]));
         for (ns, dev, addrs) in [(ns_a, &a, addrs_a), (ns_b, &b, addrs_b)] {
