@@ -1,1 +1,44 @@
-//! weft-datapath
+//! weft's eBPF datapath.
+//!
+//! The programs are C, under `bpf/` at the workspace root, compiled by this crate's
+//! build script and embedded ([`Program::object`]):
+//!
+//! - `from_pod` (tc ingress of each host-side pod veth): anti-spoofing, same-node
+//!   delivery with `bpf_redirect_peer`, cross-node steering into the node's fixed-VNI
+//!   VXLAN device (inner MACs rewritten, `bpf_check_mtu` guard), everything else to
+//!   the kernel unchanged;
+//! - `from_overlay` (tc ingress of the VXLAN device): source validation against the
+//!   remote pod CIDRs, delivery to local pods, everything else to the kernel.
+//!
+//! State lives in four pinned maps declared in `bpf/include/weft_maps.h` and mirrored
+//! in [`layout`]: `weft_endpoints` (pods on this node, written by the CNI plugin),
+//! `weft_routes` (pod CIDRs and VTEP addresses, written by the agent), `weft_config`
+//! and `weft_counters` (one counter per outcome and per drop reason). The pin layout
+//! is described in [`pins`].
+//!
+//! Two users:
+//! - the agent, through [`Datapath`] ([`Datapath::load_or_adopt`], overlay attach,
+//!   routes, config, counters), built on aya;
+//! - the CNI plugin, through [`pod`] (`ensure_ready`, endpoints, pod attach/detach),
+//!   which only issues a few raw `bpf()` calls on pinned objects.
+
+mod error;
+pub mod layout;
+mod loader;
+mod model;
+mod pinned;
+pub mod pins;
+pub mod pod;
+mod programs;
+mod sys;
+mod tables;
+mod tcx;
+
+pub use error::{Error, Result};
+pub use layout::Counter;
+pub use loader::{Datapath, InstalledProgram, ProgramChange};
+pub use model::{Counters, EndpointInfo, NodeConfig, RouteKind};
+pub use pins::{PinLayout, DEFAULT_PIN_ROOT};
+pub use programs::Program;
+pub use tables::Tables;
+pub use tcx::{LinkChange, SweepReport};

@@ -1,0 +1,283 @@
+//! The agent's side: load the embedded programs over the pinned maps, adopt or
+//! replace the pinned programs, and attach the overlay program.
+//!
+//! Invariants kept here:
+//! - maps are reused from their pins, so endpoints and routes survive restarts and
+//!   upgrades (and a changed map layout is refused, not silently recreated);
+//! - a program already pinned with the same instructions (kernel tag) and the same
+//!   maps is adopted: nothing on the wire changes across a restart;
+//! - a different program replaces the old one new-before-old: it is pinned under a
+//!   staging name, every pinned link is moved to it atomically (`BPF_LINK_UPDATE`),
+//!   then the pin is renamed over the old one, and the links are swept once more to
+//!   catch any a CNI plugin attached from the old pin meanwhile.
+
+use crate::error::{Error, Result};
+use crate::layout::MAPS;
+use crate::model::{Counters, EndpointInfo, NodeConfig, RouteKind};
+use crate::pinned;
+use crate::pins::PinLayout;
+use crate::programs::Program;
+use crate::sys;
+use crate::tables::Tables;
+use crate::tcx::{self, LinkChange, ProgRef, SweepReport};
+use aya::programs::SchedClassifier;
+use aya::EbpfLoader;
+use ipnet::IpNet;
+use std::net::IpAddr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+
+/// What `load_or_adopt` did with one program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramChange {
+    /// The pinned program was identical and stays in place.
+    Adopted,
+    /// Nothing was pinned; the program is new.
+    Installed,
+    /// A different program was pinned; it has been replaced, links included.
+    Replaced { previous_id: u32 },
+}
+
+/// A pinned program of the running datapath.
+#[derive(Debug)]
+pub struct InstalledProgram {
+    pub program: Program,
+    pub id: u32,
+    pub tag: [u8; 8],
+    pub change: ProgramChange,
+    /// Links moved to this program, and defunct links unpinned, on the way in.
+    pub links: SweepReport,
+    fd: OwnedFd,
+}
+
+/// The loaded datapath of one node (one pin root).
+#[derive(Debug)]
+pub struct Datapath {
+    pins: PinLayout,
+    programs: Vec<InstalledProgram>,
+    tables: Tables,
+}
+
+impl Datapath {
+    /// Loads the embedded programs over the maps pinned under `pin_root` (creating
+    /// and pinning the maps the first time), then adopts or replaces each pinned
+    /// program. Runs in the calling thread's network namespace; never enter a mount
+    /// namespace before calling it.
+    pub fn load_or_adopt(pin_root: impl Into<PathBuf>) -> Result<Datapath> {
+        let pins = PinLayout::new(pin_root);
+        pins.create()?;
+        check_existing_maps(&pins)?;
+
+        let mut programs = Vec::with_capacity(Program::ALL.len());
+        for program in Program::ALL {
+            programs.push(load_program(&pins, program)?);
+        }
+        let tables = Tables::open_layout(pins.clone())?;
+        Ok(Datapath {
+            pins,
+            programs,
+            tables,
+        })
+    }
+
+    pub fn pins(&self) -> &PinLayout {
+        &self.pins
+    }
+
+    pub fn program(&self, program: Program) -> Option<&InstalledProgram> {
+        self.programs.iter().find(|p| p.program == program)
+    }
+
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    pub fn tables_mut(&mut self) -> &mut Tables {
+        &mut self.tables
+    }
+
+    /// Attaches `from_overlay` at TCX ingress of `ifname` (resolved in the calling
+    /// thread's network namespace) through a link pinned at `links/overlay/<ifname>`,
+    /// or repoints the link already pinned there.
+    pub fn attach_overlay(&self, ifname: &str) -> Result<LinkChange> {
+        let pin = self.pins.overlay_link(ifname)?;
+        let ifindex = ifindex_of(ifname)?;
+        let prog = self.prog_ref(Program::FromOverlay)?;
+        tcx::ensure_ingress_link(&pin, ifindex, prog)
+    }
+
+    /// Detaches and unpins the overlay link of `ifname`. Idempotent.
+    pub fn detach_overlay(&self, ifname: &str) -> Result<()> {
+        tcx::detach_link(&self.pins.overlay_link(ifname)?)
+    }
+
+    pub fn set_config(&mut self, config: NodeConfig) -> Result<()> {
+        self.tables.set_config(config)
+    }
+
+    pub fn upsert_route(&mut self, net: IpNet, kind: RouteKind) -> Result<()> {
+        self.tables.upsert_route(net, kind)
+    }
+
+    /// Idempotent: `Ok(false)` if there was no entry for exactly `net`.
+    pub fn remove_route(&mut self, net: IpNet) -> Result<bool> {
+        self.tables.remove_route(net)
+    }
+
+    pub fn routes(&self) -> Result<Vec<(IpNet, RouteKind)>> {
+        self.tables.routes()
+    }
+
+    pub fn endpoints(&self) -> Result<Vec<(IpAddr, EndpointInfo)>> {
+        self.tables.endpoints()
+    }
+
+    pub fn counters(&self) -> Result<Counters> {
+        self.tables.counters()
+    }
+
+    fn prog_ref(&self, program: Program) -> Result<ProgRef<'_>> {
+        let p = self.program(program).ok_or_else(|| Error::NotPinned {
+            path: self.pins.program(program),
+        })?;
+        Ok(ProgRef {
+            fd: p.fd.as_fd(),
+            id: p.id,
+        })
+    }
+}
+
+/// Maps that are already pinned must have the layout this build was compiled for:
+/// the loader would otherwise reuse them blindly and the programs would read
+/// another version's structs.
+fn check_existing_maps(pins: &PinLayout) -> Result<()> {
+    for spec in &MAPS {
+        let path = pins.map(spec.name);
+        if let Some(fd) = sys::obj_get_opt(&path)? {
+            pinned::check_map(&path, fd.as_fd(), spec)?;
+        }
+    }
+    Ok(())
+}
+
+fn load_program(pins: &PinLayout, program: Program) -> Result<InstalledProgram> {
+    let object_err = |source| Error::Object {
+        program,
+        source: Box::new(source),
+    };
+    let program_err = |source| Error::Program {
+        program,
+        source: Box::new(source),
+    };
+    // Always name the pin directory: with none, aya pins LIBBPF_PIN_BY_NAME maps
+    // straight into /sys/fs/bpf.
+    let mut ebpf = EbpfLoader::new()
+        .default_map_pin_directory(pins.maps_dir())
+        .load(program.object())
+        .map_err(object_err)?;
+    let classifier: &mut SchedClassifier = ebpf
+        .program_mut(program.name())
+        .ok_or(Error::MissingProgram { program })?
+        .try_into()
+        .map_err(program_err)?;
+    classifier.load().map_err(program_err)?;
+    let new_fd = classifier
+        .fd()
+        .map_err(program_err)?
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| Error::bpf("dup program fd", pins.program(program), e))?;
+    install(pins, program, new_fd)
+    // `ebpf` drops here: the freshly loaded program survives only if it was pinned.
+}
+
+/// Adopts the pinned program when it is the same as `new`, otherwise puts `new` in
+/// its place without a gap.
+fn install(pins: &PinLayout, program: Program, new_fd: OwnedFd) -> Result<InstalledProgram> {
+    let pin = pins.program(program);
+    let info_err = |e| Error::bpf("BPF_OBJ_GET_INFO_BY_FD", &pin, e);
+    let new = sys::prog_info(new_fd.as_fd()).map_err(info_err)?;
+    let links_dir = pins.links_dir_of(program);
+
+    let previous = match sys::obj_get_opt(&pin)? {
+        Some(fd) => {
+            let info = sys::prog_info(fd.as_fd()).map_err(info_err)?;
+            Some((fd, info))
+        }
+        None => None,
+    };
+
+    if let Some((old_fd, old)) = previous.as_ref() {
+        // Same instructions are not enough: a program still bound to maps whose pins
+        // were lost would keep reading the orphaned maps while the agent writes the
+        // new ones. The new program was loaded against the current pins.
+        if old.tag == new.tag && old.map_ids == new.map_ids {
+            let links = tcx::sweep_links(
+                &links_dir,
+                ProgRef {
+                    fd: old_fd.as_fd(),
+                    id: old.id,
+                },
+            )?;
+            let fd = old_fd
+                .try_clone()
+                .map_err(|e| Error::bpf("dup program fd", &pin, e))?;
+            return Ok(InstalledProgram {
+                program,
+                id: old.id,
+                tag: old.tag,
+                change: ProgramChange::Adopted,
+                links,
+                fd,
+            });
+        }
+    }
+
+    let staging = pins.program_staging(program);
+    tcx::unlink_pin(&staging)?; // left over by an interrupted replacement
+    sys::obj_pin(new_fd.as_fd(), &staging)?;
+    let new_ref = ProgRef {
+        fd: new_fd.as_fd(),
+        id: new.id,
+    };
+    let mut links = tcx::sweep_links(&links_dir, new_ref)?;
+    std::fs::rename(&staging, &pin).map_err(|e| Error::bpf("rename", &staging, e))?;
+    // A plugin that read the old pin before the rename may have pinned a link to
+    // the old program after the first sweep; it re-checks the pin after pinning,
+    // and this second sweep catches the links pinned before that re-check.
+    let late = tcx::sweep_links(&links_dir, new_ref)?;
+    links.updated += late.updated;
+    links.removed_defunct += late.removed_defunct;
+
+    Ok(InstalledProgram {
+        program,
+        id: new.id,
+        tag: new.tag,
+        change: match previous {
+            Some((_, old)) => ProgramChange::Replaced {
+                previous_id: old.id,
+            },
+            None => ProgramChange::Installed,
+        },
+        links,
+        fd: new_fd,
+    })
+}
+
+/// ifindex of `ifname` in the calling thread's network namespace.
+pub(crate) fn ifindex_of(ifname: &str) -> Result<u32> {
+    crate::pins::validate_ifname(ifname)?;
+    let c = std::ffi::CString::new(ifname).map_err(|_| Error::InvalidIfname {
+        name: ifname.to_string(),
+        reason: "contains NUL",
+    })?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if index == 0 {
+        return Err(Error::Interface {
+            name: ifname.to_string(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(index)
+}
