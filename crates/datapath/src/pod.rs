@@ -95,3 +95,55 @@ pub fn detach_pod(pin_root: &Path, host_ifname: &str) -> Result<()> {
     let pins = PinLayout::new(pin_root);
     tcx::detach_link(&pins.pod_link(host_ifname)?)
 }
+
+/// CNI CHECK: verifies that each pod address is an endpoint on `host_ifindex` and that
+/// the pod's pinned link is attached to that interface. Returns the first problem found,
+/// in words, or `None` when the pod is fully wired.
+pub fn verify_pod(
+    pin_root: &Path,
+    host_ifname: &str,
+    host_ifindex: u32,
+    addresses: &[IpAddr],
+) -> Result<Option<String>> {
+    let pins = PinLayout::new(pin_root);
+    let map = pinned::open_map(&pins, &MAP_ENDPOINTS)?;
+    for &ip in addresses {
+        let value: Option<EndpointValue> = sys::map_lookup(map.as_fd(), &ip_key(ip))
+            .map_err(|e| Error::bpf("BPF_MAP_LOOKUP_ELEM", pins.map(MAP_ENDPOINTS.name), e))?;
+        match value {
+            None => return Ok(Some(format!("endpoint {ip} is missing from the datapath"))),
+            Some(v) if v.ifindex != host_ifindex => {
+                return Ok(Some(format!(
+                    "endpoint {ip} points at ifindex {}, not {host_ifname} ({host_ifindex})",
+                    v.ifindex
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    let pin = pins.pod_link(host_ifname)?;
+    match tcx::open_link(&pin)? {
+        None => Ok(Some(format!("no pod program link is pinned at {}", pin.display()))),
+        Some((_, info)) if info.ifindex != host_ifindex => Ok(Some(format!(
+            "the pod program link at {} is attached to ifindex {}, not {host_ifname} ({host_ifindex})",
+            pin.display(),
+            info.ifindex
+        ))),
+        Some(_) => Ok(None),
+    }
+}
+
+/// The host interface names that have a pinned pod link (for GC of leftovers).
+pub fn pinned_pod_links(pin_root: &Path) -> Result<Vec<String>> {
+    let dir = PinLayout::new(pin_root).pod_links_dir();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::bpf("read_dir", &dir, e)),
+    };
+    Ok(entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .map(|name| crate::pins::ifname_of_link_pin(&name))
+        .collect())
+}

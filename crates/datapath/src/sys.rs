@@ -12,6 +12,7 @@ use std::mem::size_of;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
+const BPF_MAP_LOOKUP_ELEM: u32 = 1;
 const BPF_MAP_UPDATE_ELEM: u32 = 2;
 const BPF_MAP_DELETE_ELEM: u32 = 3;
 const BPF_OBJ_PIN: u32 = 6;
@@ -335,6 +336,25 @@ pub(crate) fn map_update<K: aya::Pod, V: aya::Pod>(
         ..Default::default()
     };
     bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
+}
+
+/// `Ok(None)` when the key is not there.
+pub(crate) fn map_lookup<K: aya::Pod, V: aya::Pod + Default>(
+    map: BorrowedFd<'_>,
+    key: &K,
+) -> io::Result<Option<V>> {
+    let mut value = V::default();
+    let mut attr = MapElemAttr {
+        map_fd: raw(map),
+        key: key as *const K as u64,
+        value: &mut value as *mut V as u64,
+        ..Default::default()
+    };
+    match bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) {
+        Ok(_) => Ok(Some(value)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// `Ok(false)` when the key was not there.
