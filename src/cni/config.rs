@@ -83,16 +83,17 @@ impl PluginConfig {
         }
         let ipam = IpamConfig::from_json(&ipam_raw, Path::new(DEFAULT_IPAM_DATA_DIR))
             .map_err(|e| CniError::invalid_config(format!("ipam: {e}")))?;
-        let gateway_v4 =
-            match raw.gateway_v4 {
-                None => DEFAULT_GATEWAY_V4,
-                Some(text) => match text.parse::<Ipv4Addr>() {
-                    Ok(a) if a.is_link_local() => a,
-                    _ => return Err(CniError::invalid_config(format!(
+        let gateway_v4 = match raw.gateway_v4 {
+            None => DEFAULT_GATEWAY_V4,
+            Some(text) => match text.parse::<Ipv4Addr>() {
+                Ok(a) if a.is_link_local() => a,
+                _ => {
+                    return Err(CniError::invalid_config(format!(
                         "gatewayV4: {text:?} is not an IPv4 link-local address (169.254.0.0/16)"
-                    ))),
-                },
-            };
+                    )))
+                }
+            },
+        };
         let gateway_v6 = match raw.gateway_v6 {
             None => DEFAULT_GATEWAY_V6,
             Some(text) => match text.parse::<Ipv6Addr>() {

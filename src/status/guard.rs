@@ -1,0 +1,1 @@
+//! The egress guard's part of `weft status`.
