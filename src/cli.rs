@@ -19,6 +19,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
+    /// Run the node agent: load the datapath and reconcile the node from the cluster state.
+    Agent(crate::agent::AgentArgs),
+    /// A simulated cluster on this machine: up, status, check, down.
+    Lab(crate::lab::LabArgs),
     /// Side-by-side benchmarks against a baseline measured in the same run.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -39,6 +43,11 @@ enum BenchCmd {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
+        Cmd::Agent(args) => {
+            init_logging();
+            crate::agent::run(args)
+        }
+        Cmd::Lab(args) => crate::lab::main(args),
         Cmd::Bench(BenchCmd::Cni(args)) => bench::cni::run(&args),
         Cmd::Bench(BenchCmd::Guard(args)) => bench::guard::run(&args),
         Cmd::Bench(BenchCmd::Datapath(args)) => bench::datapath::run(&args),
@@ -54,4 +63,15 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn init_logging() {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| "info".into());
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .try_init();
 }

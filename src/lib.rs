@@ -6,10 +6,12 @@
 //! - [`cli`]: the subcommands;
 //! - [`chain`]: runs a conflist the way a container runtime does (lab, benchmarks, tests).
 
+pub mod agent;
 pub mod bench;
 pub mod chain;
 pub mod cli;
 pub mod cni;
+pub mod lab;
 pub mod netns_exec;
 pub mod plugin;
 pub mod status;

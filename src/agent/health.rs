@@ -1,0 +1,71 @@
+//! /healthz, /readyz and /metrics over a deliberately tiny HTTP/1.1 responder: the agent
+//! serves three fixed GET paths to local probes and scrapers, nothing more.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// What /readyz reports: ready, or the reason not.
+pub type Readiness = watch::Receiver<Result<(), String>>;
+
+pub async fn serve(
+    listener: TcpListener,
+    ready: Readiness,
+    registry: Arc<prometheus_client::registry::Registry>,
+) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let ready = ready.clone();
+        let registry = registry.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            let n = match tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                stream.read(&mut buf),
+            )
+            .await
+            {
+                Ok(Ok(n)) => n,
+                _ => return,
+            };
+            let request = String::from_utf8_lossy(&buf[..n]);
+            let path = request.split_whitespace().nth(1).unwrap_or("");
+            let (status, content_type, body) = match path {
+                "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
+                "/readyz" => match &*ready.borrow() {
+                    Ok(()) => ("200 OK", "text/plain", "ready\n".to_string()),
+                    Err(reason) => (
+                        "503 Service Unavailable",
+                        "text/plain",
+                        format!("not ready: {reason}\n"),
+                    ),
+                },
+                "/metrics" => {
+                    let mut text = String::new();
+                    match prometheus_client::encoding::text::encode(&mut text, &registry) {
+                        Ok(()) => (
+                            "200 OK",
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            text,
+                        ),
+                        Err(_) => (
+                            "500 Internal Server Error",
+                            "text/plain",
+                            "encoding failed\n".to_string(),
+                        ),
+                    }
+                }
+                _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        });
+    }
+}
