@@ -7,6 +7,25 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// Reads up to the end of the request head (a client may send it in several segments),
+/// within a size and time bound.
+async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+        let n = tokio::time::timeout_at(deadline, stream.read(&mut buf))
+            .await
+            .ok()?
+            .ok()?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    Some(head)
+}
+
 /// What /readyz reports: ready, or the reason not.
 pub type Readiness = watch::Receiver<Result<(), String>>;
 
@@ -22,17 +41,10 @@ pub async fn serve(
         let ready = ready.clone();
         let registry = registry.clone();
         tokio::spawn(async move {
-            let mut buf = [0u8; 2048];
-            let n = match tokio::time::timeout(
-                std::time::Duration::from_secs(5),
-                stream.read(&mut buf),
-            )
-            .await
-            {
-                Ok(Ok(n)) => n,
-                _ => return,
+            let Some(head) = read_head(&mut stream).await else {
+                return;
             };
-            let request = String::from_utf8_lossy(&buf[..n]);
+            let request = String::from_utf8_lossy(&head);
             let path = request.split_whitespace().nth(1).unwrap_or("");
             let (status, content_type, body) = match path {
                 "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
