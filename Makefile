@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 # Debian packages the build, the tests and the demo need (see docs/development.md).
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
-	iproute2 nftables iperf3 busybox-static jq \
+	iproute2 nftables iperf3 busybox-static jq iputils-ping \
 	containernetworking-plugins containerd runc podman umoci gcc libc6-dev \
 	protobuf-compiler ethtool
 STAMP := target/.deps-installed

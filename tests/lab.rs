@@ -3,68 +3,12 @@
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use weft::lab::{self, netns, LabState, UpOptions};
 
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// A lab with a unique name, torn down on drop even when the test fails.
-struct TestLab {
-    state: LabState,
-}
-
-impl TestLab {
-    fn up(nodes: u32, pods_per_node: u32) -> TestLab {
-        weft_testkit::require_root();
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let name = format!("weftt{:x}{n}", std::process::id() % 0xfffff);
-        let dir = PathBuf::from(format!("/run/weft/{name}"));
-        let opts = UpOptions {
-            name,
-            dir,
-            nodes,
-            pods_per_node,
-            weft_bin: PathBuf::from(env!("CARGO_BIN_EXE_weft")),
-        };
-        let state = lab::up::up(&opts).unwrap_or_else(|e| panic!("lab up failed: {e:#}"));
-        TestLab { state }
-    }
-
-    fn pod(&self, name: &str) -> &lab::state::PodState {
-        self.state
-            .pods
-            .iter()
-            .find(|p| p.name == name)
-            .expect("pod exists")
-    }
-
-    fn metric(&self, node: u32, name: &str) -> Option<f64> {
-        let n = self.state.node(node).unwrap();
-        let listen = n.agent_listen.clone();
-        let (_, body) = netns::in_netns(&netns::path_of(&n.netns), move || {
-            lab::http_get(&listen, "/metrics")
-        })
-        .unwrap_or_else(|e| panic!("scrape node{node}: {e:#}"));
-        let value = body
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().last()?.parse().ok());
-        if value.is_none() {
-            eprintln!("node{node} metrics have no {name}:\n{body}");
-        }
-        value
-    }
-}
-
-impl Drop for TestLab {
-    fn drop(&mut self) {
-        if let Err(e) = lab::down::down_state(&self.state) {
-            eprintln!("lab down: {e:#}");
-        }
-    }
-}
+mod common;
+use common::TestLab;
 
 fn v4(addrs: &[IpAddr]) -> IpAddr {
     *addrs.iter().find(|a| a.is_ipv4()).unwrap()
