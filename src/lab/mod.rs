@@ -48,6 +48,11 @@ pub enum LabCmd {
     Status,
     /// Run the all-pairs connectivity matrix; exits non-zero on any failure.
     Check,
+    /// Print a node agent's Prometheus metrics.
+    Metrics {
+        #[arg(long, default_value_t = 1)]
+        node: u32,
+    },
     /// Remove everything the lab made.
     Down,
 }
@@ -81,6 +86,19 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
             print!("{}", check::render(&probes));
             let failed = probes.iter().filter(|p| !p.ok()).count();
             anyhow::ensure!(failed == 0, "{failed} of {} probes failed", probes.len());
+            Ok(())
+        }
+        LabCmd::Metrics { node } => {
+            let state = LabState::load(&dir)?;
+            let node = state
+                .node(node)
+                .ok_or_else(|| anyhow::anyhow!("--node {node}: the lab has no such node"))?;
+            let listen = node.agent_listen.clone();
+            let (code, body) = netns::in_netns(&netns::path_of(&node.netns), move || {
+                http_get(&listen, "/metrics")
+            })?;
+            anyhow::ensure!(code == 200, "the agent of {} answered {code}", node.name);
+            print!("{body}");
             Ok(())
         }
         LabCmd::Down => down::down(&args.name, &dir),
