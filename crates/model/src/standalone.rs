@@ -24,8 +24,8 @@ pub struct Objects {
 /// Reads every object in `dir`.
 pub fn read_dir(dir: &Path) -> Objects {
     let mut out = Objects::default();
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
+    let files = match source_files(dir) {
+        Ok(files) => files,
         Err(e) => {
             out.issues.push(Issue::new(
                 dir.display().to_string(),
@@ -35,26 +35,8 @@ pub fn read_dir(dir: &Path) -> Objects {
             return out;
         }
     };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("yaml" | "yml" | "json")
-            )
-        })
-        .collect();
-    files.sort();
-    for file in files {
-        let meta = std::fs::metadata(&file);
-        if let Ok(meta) = &meta {
-            out.fingerprint.push((
-                file.clone(),
-                meta.len(),
-                meta.modified().unwrap_or(std::time::UNIX_EPOCH),
-            ));
-        }
+    for (file, len, modified) in files {
+        out.fingerprint.push((file.clone(), len, modified));
         match std::fs::read_to_string(&file) {
             Ok(text) => parse_documents(&file, &text, &mut out),
             Err(e) => out.issues.push(Issue::new(
@@ -69,10 +51,12 @@ pub fn read_dir(dir: &Path) -> Objects {
 
 /// A cheap change check: the same files with the same sizes and modification times.
 pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut fp: Vec<_> = entries
+    source_files(dir).unwrap_or_default()
+}
+
+/// The YAML and JSON files directly in `dir`, sorted, with their size and modification time.
+fn source_files(dir: &Path) -> std::io::Result<Vec<(PathBuf, u64, std::time::SystemTime)>> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)?
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| {
@@ -90,8 +74,8 @@ pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
             ))
         })
         .collect();
-    fp.sort();
-    fp
+    files.sort();
+    Ok(files)
 }
 
 fn parse_documents(file: &Path, text: &str, out: &mut Objects) {
