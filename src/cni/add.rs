@@ -13,7 +13,7 @@ use super::attachment::{
 };
 use super::config::{PluginConfig, HOST_VETH_MAC};
 use super::errors::{ipam, netlink};
-use super::naming::{host_veth_name, veth_alias};
+use super::naming::{host_veth_name, veth_alias, MAX_ALIAS_LEN};
 use super::{datapath, requested_ips};
 
 pub fn add(
@@ -26,6 +26,14 @@ pub fn add(
         .netns
         .ok_or_else(|| CniError::invalid_environment("CNI_NETNS is required for ADD"))?;
     let netns = open_netns(netns_path)?;
+    let alias = veth_alias(&cfg.network, att.container_id, att.ifname);
+    if alias.len() > MAX_ALIAS_LEN {
+        // Refused before anything exists: the alias is how GC recognises the veth.
+        return Err(CniError::invalid_config(format!(
+            "name: network name, container ID and ifname together are {} bytes, too long for the host veth's alias (at most {MAX_ALIAS_LEN}); use a shorter network name",
+            alias.len()
+        )));
+    }
     let owner = Owner::new(att.container_id, att.ifname);
     let store = Store::open(&cfg.ipam.data_dir, &cfg.network).map_err(ipam)?;
 
@@ -45,7 +53,6 @@ pub fn add(
     let mut created_veth = false;
     let outcome = (|| -> Result<Configured, CniError> {
         let mut host = Handle::new().map_err(|e| netlink("open netlink", e))?;
-        let alias = veth_alias(&cfg.network, att.container_id, att.ifname);
         let host_index = host
             .create_veth(&VethSpec {
                 name: &host_name,

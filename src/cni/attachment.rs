@@ -84,7 +84,9 @@ pub fn configure_host(
     pod_mac: Mac,
 ) -> Result<(), CniError> {
     for &addr in addresses {
-        host.replace_route(&RouteSpec {
+        // add, not replace: a route another network already owns is a conflict to report,
+        // never something to take over silently.
+        host.add_route(&RouteSpec {
             oif: Some(host_index),
             scope: Scope::Link,
             ..RouteSpec::new(host_prefix(addr))

@@ -25,8 +25,7 @@ pub fn del(cfg: &PluginConfig, att: Attachment<'_>) -> Result<Option<String>, Cn
     // removes the pod end too. Only a real failure here keeps the addresses: releasing them
     // while the interface lives would let another pod get an address still in use.
     let mut host = Handle::new().map_err(|e| netlink("open netlink", e))?;
-    host.delete_link_by_name(&host_name)
-        .map_err(|e| netlink("delete host veth", e))?;
+    super::unlink::delete_link(&mut host, &host_name)?;
     store.release(&owner).map_err(ipam)?;
     Ok(None)
 }

@@ -15,6 +15,12 @@ pub fn ipam(e: weft_ipam::StoreError) -> CniError {
             CniError::invalid_config(format!("ipam: {e}"))
         }
         S::InvalidOwner { .. } => CniError::invalid_environment(format!("ipam: {e}")),
+        // A requested address is the runtime's input (CNI_ARGS IP= or runtimeConfig ips).
+        S::RequestedOutsideRanges { .. }
+        | S::RequestedNotUsable { .. }
+        | S::RequestedTwiceInSet { .. }
+        | S::AddressInUse { .. }
+        | S::OwnerHoldsOther { .. } => CniError::invalid_config(format!("ipam: {e}")),
         _ => CniError::internal(format!("ipam: {e}")),
     }
 }

@@ -12,6 +12,7 @@ mod errors;
 mod gc;
 pub mod naming;
 mod status;
+mod unlink;
 
 use std::net::IpAddr;
 

@@ -16,6 +16,9 @@ pub fn veth_alias(network: &str, container_id: &str, ifname: &str) -> String {
 
 const ALIAS_PREFIX: &str = "weft:";
 
+/// The kernel keeps interface aliases up to 255 bytes (IFALIASZ - 1).
+pub const MAX_ALIAS_LEN: usize = 255;
+
 /// The `(network, container id, ifname)` an alias written by [`veth_alias`] names. None of
 /// the three may contain ':' (CNI forbids it), so the split is unambiguous.
 pub fn parse_alias(alias: &str) -> Option<(&str, &str, &str)> {

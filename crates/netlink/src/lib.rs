@@ -32,6 +32,7 @@
 
 mod address;
 mod error;
+mod events;
 mod fdb;
 mod handle;
 mod link;
@@ -43,6 +44,7 @@ mod sysctl;
 
 pub use address::AddrFlags;
 pub use error::{Error, Result};
+pub use events::LinkEvents;
 pub use handle::Handle;
 pub use link::{Link, VethSpec, VxlanSpec};
 pub use neigh::{Neighbour, NeighbourState};

@@ -152,11 +152,22 @@ impl Handle {
             Err(Error::Exists { .. }) => return Err(self.which_veth_end_exists(spec)),
             Err(err) => return Err(err),
         };
-        let index = self.created_index(echo, spec.name)?;
-        if let Some(alias) = spec.alias {
-            self.set_alias(index, alias)?;
+        // From here on the pair exists: a failure must not leave it behind, or a caller
+        // that only undoes what succeeded would leak it.
+        let finish = |this: &mut Self| -> Result<u32> {
+            let index = this.created_index(echo, spec.name)?;
+            if let Some(alias) = spec.alias {
+                this.set_alias(index, alias)?;
+            }
+            Ok(index)
+        };
+        match finish(self) {
+            Ok(index) => Ok(index),
+            Err(err) => {
+                let _ = self.delete_link_by_name(spec.name);
+                Err(err)
+            }
         }
-        Ok(index)
     }
 
     /// Creates a fixed-VNI VXLAN device and returns its index. One request.

@@ -237,3 +237,55 @@ fn dump_of_more_than_a_hundred_links_is_returned_whole() {
     assert_eq!(ours.len(), 241, "lo plus 120 veth pairs");
     assert_eq!(ours, ips);
 }
+
+#[test]
+fn a_failure_after_the_pair_exists_leaves_no_pair_behind() {
+    let node = Ns::new("nd");
+    let pod = Ns::new("pd");
+    let mut handle = node.handle();
+    let name = weft_testkit::unique_name("wf");
+    // The kernel refuses aliases over 255 bytes: the pair is created first, then the alias
+    // fails, and the pair must not survive the error.
+    let alias = "a".repeat(300);
+    let err = handle
+        .create_veth(&VethSpec {
+            name: &name,
+            alias: Some(&alias),
+            peer_name: "eth0",
+            peer_netns: Some(&pod.netns),
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("alias"), "{err}");
+    assert!(!node.has_link(&name));
+    assert!(!pod.has_link("eth0"));
+}
+
+#[test]
+fn link_removal_is_announced_to_subscribers() {
+    let node = Ns::new("nd");
+    let pod = Ns::new("pd");
+    let mut handle = node.handle();
+    let name = weft_testkit::unique_name("wf");
+    let index = handle
+        .create_veth(&VethSpec {
+            name: &name,
+            peer_name: "eth0",
+            peer_netns: Some(&pod.netns),
+            ..Default::default()
+        })
+        .unwrap();
+    let guard = node.netns.enter().unwrap();
+    let mut events = weft_netlink::LinkEvents::subscribe().unwrap();
+    guard.restore().unwrap();
+    assert!(
+        !events
+            .wait_removed(index, std::time::Duration::from_millis(50))
+            .unwrap(),
+        "nothing removed yet"
+    );
+    handle.delete_link(index).unwrap();
+    assert!(events
+        .wait_removed(index, std::time::Duration::from_secs(5))
+        .unwrap());
+}
