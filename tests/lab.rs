@@ -213,3 +213,53 @@ fn killing_an_agent_drops_no_stream_and_pods_added_meanwhile_are_reachable() {
         nix::sys::signal::Signal::SIGKILL,
     );
 }
+
+#[test]
+fn an_invalid_node_object_is_refused_by_name_and_field_and_the_agent_keeps_running() {
+    let lab = TestLab::up(2, 1);
+    let nodes_dir = lab.state.dir.join("nodes");
+    // Overlaps node1's pod CIDR, and a second object without pod CIDRs at all.
+    std::fs::write(
+        nodes_dir.join("bad.yaml"),
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: intruder\nspec:\n  podCIDRs: [\"10.244.1.128/25\"]\nstatus:\n  addresses:\n  - type: InternalIP\n    address: 198.51.100.99\n---\napiVersion: v1\nkind: Node\nmetadata:\n  name: empty\nstatus:\n  addresses:\n  - type: InternalIP\n    address: 198.51.100.98\n",
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while lab.metric(2, "weft_agent_model_issues") != Some(2.0) {
+        assert!(
+            Instant::now() < deadline,
+            "the agent did not report the two bad objects"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let log = std::fs::read_to_string(lab.state.dir.join("node2").join("agent.log")).unwrap();
+    assert!(log.contains("Node/empty spec.podCIDRs"), "{log}");
+    assert!(
+        log.contains("Node/intruder spec.podCIDRs") && log.contains("Node/node1, which keeps it"),
+        "{log}"
+    );
+    // The established node keeps its CIDR: nothing was reprogrammed and traffic still flows.
+    assert_eq!(lab.metric(2, "weft_agent_ready"), Some(1.0));
+    assert_eq!(
+        lab.metric(2, "weft_agent_last_reconcile_changes"),
+        Some(0.0)
+    );
+    let probes = lab::check::check(&lab.state).unwrap();
+    assert!(
+        probes.iter().all(|p| p.ok()),
+        "{}",
+        lab::check::render(&probes)
+    );
+    std::fs::remove_file(nodes_dir.join("bad.yaml")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while lab.metric(2, "weft_agent_model_issues") != Some(0.0) {
+        assert!(Instant::now() < deadline, "the agent did not recover");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let probes = lab::check::check(&lab.state).unwrap();
+    assert!(
+        probes.iter().all(|p| p.ok()),
+        "{}",
+        lab::check::render(&probes)
+    );
+}

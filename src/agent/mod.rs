@@ -71,6 +71,7 @@ async fn agent(args: AgentArgs, cluster: ClusterConfig) -> anyhow::Result<()> {
     let mut last_pass = Instant::now();
     let mut last_issues: Vec<String> = Vec::new();
     let mut first = true;
+    let mut last_model = Model::default();
 
     loop {
         tokio::select! {
@@ -87,7 +88,7 @@ async fn agent(args: AgentArgs, cluster: ClusterConfig) -> anyhow::Result<()> {
         last_pass = Instant::now();
 
         let objects = standalone::read_dir(&args.source_dir);
-        let (model, model_issues) = Model::build(&cluster, &objects.nodes);
+        let (model, model_issues) = Model::build_after(&last_model, &cluster, &objects.nodes);
         let issues: Vec<String> = objects
             .issues
             .iter()
@@ -103,7 +104,9 @@ async fn agent(args: AgentArgs, cluster: ClusterConfig) -> anyhow::Result<()> {
         metrics.model_issues.set(last_issues.len() as i64);
         metrics.nodes.set(model.nodes.len() as i64);
 
-        match reconcile(&args, &cluster, &model, &mut datapath, &mut handle) {
+        let outcome = reconcile(&args, &cluster, &model, &mut datapath, &mut handle);
+        last_model = model;
+        match outcome {
             Ok(changes) => {
                 if first || changes.total() > 0 {
                     info!(%changes, first_pass = first, "node reconciled");

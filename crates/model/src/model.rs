@@ -70,9 +70,18 @@ pub struct Model {
 
 impl Model {
     /// Builds the model from Node objects: each is validated on its own, then against the
-    /// cluster configuration and the other nodes. Nodes whose pod CIDRs overlap are all left
-    /// out: routing to either would be a guess.
+    /// cluster configuration and the other nodes.
     pub fn build(config: &ClusterConfig, nodes: &[Node]) -> (Model, Vec<Issue>) {
+        Self::build_after(&Model::default(), config, nodes)
+    }
+
+    /// [`Model::build`] given the model built last time: on a pod CIDR overlap, the node that
+    /// already held its CIDRs keeps them.
+    pub fn build_after(
+        previous: &Model,
+        config: &ClusterConfig,
+        nodes: &[Node],
+    ) -> (Model, Vec<Issue>) {
         let mut issues = Vec::new();
         let mut candidates: Vec<NodeSpec> = Vec::new();
         for node in nodes {
@@ -116,33 +125,47 @@ impl Model {
             true
         });
 
-        let mut overlapping = vec![false; candidates.len()];
-        for i in 0..candidates.len() {
-            for j in i + 1..candidates.len() {
-                for a in &candidates[i].pod_cidrs {
-                    for b in &candidates[j].pod_cidrs {
-                        if a.contains(b) || b.contains(a) {
-                            overlapping[i] = true;
-                            overlapping[j] = true;
-                            issues.push(Issue::new(
-                                format!(
-                                    "{} and {}",
-                                    candidates[i].object_name(),
-                                    candidates[j].object_name()
-                                ),
-                                "spec.podCIDRs",
-                                format!("{a} and {b} overlap; both nodes are left out"),
-                            ));
-                        }
-                    }
-                }
+        // When pod CIDRs overlap, one node keeps its CIDRs and the others are left out, so a
+        // bad newcomer can never take a working node down: a node already in the previous
+        // model with the same CIDRs comes first, then the older object, then the name.
+        candidates.sort_by_key(|spec| {
+            let established = previous
+                .nodes
+                .get(&spec.name)
+                .is_some_and(|p| p.pod_cidrs == spec.pod_cidrs);
+            (
+                !established,
+                spec.created.is_none(),
+                spec.created.clone(),
+                spec.name.clone(),
+            )
+        });
+        let mut accepted: Vec<NodeSpec> = Vec::new();
+        for spec in candidates {
+            let clash = accepted.iter().find_map(|kept| {
+                kept.pod_cidrs.iter().find_map(|a| {
+                    spec.pod_cidrs
+                        .iter()
+                        .find(|b| a.contains(*b) || b.contains(a))
+                        .map(|b| (kept, *a, *b))
+                })
+            });
+            match clash {
+                Some((kept, a, b)) => issues.push(Issue::new(
+                    spec.object_name(),
+                    "spec.podCIDRs",
+                    format!(
+                        "{b} overlaps {a} of {}, which keeps it; {} is left out",
+                        kept.object_name(),
+                        spec.object_name()
+                    ),
+                )),
+                None => accepted.push(spec),
             }
         }
-        let nodes = candidates
+        let nodes = accepted
             .into_iter()
-            .zip(overlapping)
-            .filter(|(_, bad)| !bad)
-            .map(|(spec, _)| (spec.name.clone(), spec))
+            .map(|spec| (spec.name.clone(), spec))
             .collect();
         (Model { nodes }, issues)
     }

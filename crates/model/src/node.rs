@@ -20,6 +20,8 @@ pub struct NodeSpec {
     pub internal_ip: Ipv4Addr,
     /// Every `status.addresses` entry that is an IP, whatever its type.
     pub addresses: Vec<IpAddr>,
+    /// `metadata.creationTimestamp`: on a pod CIDR clash the older node keeps its CIDRs.
+    pub created: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 impl NodeSpec {
@@ -153,6 +155,7 @@ impl NodeSpec {
                 pod_cidrs,
                 internal_ip,
                 addresses: addresses.into_iter().map(|(_, ip)| ip).collect(),
+                created: node.metadata.creation_timestamp.clone(),
             }),
             _ => Err(issues),
         }

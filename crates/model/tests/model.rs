@@ -85,19 +85,64 @@ fn pod_cidr_outside_the_cluster_is_refused_naming_object_and_index() {
 }
 
 #[test]
-fn overlapping_pod_cidrs_refuse_both_nodes_naming_both() {
-    let (model, issues) = read(&[
-        node_yaml("n1", &["10.244.1.0/24"], "192.0.2.11"),
-        node_yaml("n2", &["10.244.0.0/23"], "192.0.2.12"),
+fn an_overlapping_newcomer_is_refused_and_the_established_node_keeps_its_cidr() {
+    let docs = [
+        node_yaml("zz-first", &["10.244.1.0/24"], "192.0.2.11"),
+        node_yaml("aa-intruder", &["10.244.0.0/23"], "192.0.2.12"),
         node_yaml("n3", &["10.244.3.0/24"], "192.0.2.13"),
-    ]);
-    assert_eq!(model.nodes.keys().collect::<Vec<_>>(), vec!["n3"]);
+    ];
+    // Without history the name decides...
+    let (model, issues) = read(&docs);
+    assert_eq!(
+        model.nodes.keys().collect::<Vec<_>>(),
+        vec!["aa-intruder", "n3"]
+    );
     assert!(
         issues
             .iter()
-            .any(|i| i.contains("Node/n1 and Node/n2") && i.contains("overlap")),
+            .any(|i| i.contains("Node/zz-first spec.podCIDRs") && i.contains("overlaps")),
         "{issues:?}"
     );
+    // ...but a node the previous model already had keeps its CIDR against a newcomer.
+    let (before, _) = read(&[docs[0].clone(), docs[2].clone()]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("n.yaml"), docs.join("---\n")).unwrap();
+    let objects = standalone::read_dir(dir.path());
+    let (after, issues) = Model::build_after(&before, &cluster(), &objects.nodes);
+    assert_eq!(
+        after.nodes.keys().collect::<Vec<_>>(),
+        vec!["n3", "zz-first"]
+    );
+    let issues: Vec<String> = issues.iter().map(ToString::to_string).collect();
+    assert!(
+        issues
+            .iter()
+            .any(|i| i.contains("Node/aa-intruder spec.podCIDRs")
+                && i.contains("Node/zz-first, which keeps it")),
+        "{issues:?}"
+    );
+}
+
+#[test]
+fn on_an_overlap_the_older_object_keeps_its_cidr() {
+    let stamp = |yaml: String, ts: &str| {
+        yaml.replacen(
+            "metadata:\n",
+            &format!("metadata:\n  creationTimestamp: \"{ts}\"\n"),
+            1,
+        )
+    };
+    let (model, _) = read(&[
+        stamp(
+            node_yaml("aa", &["10.244.0.0/23"], "192.0.2.12"),
+            "2026-06-01T00:00:00Z",
+        ),
+        stamp(
+            node_yaml("bb", &["10.244.1.0/24"], "192.0.2.11"),
+            "2025-01-01T00:00:00Z",
+        ),
+    ]);
+    assert_eq!(model.nodes.keys().collect::<Vec<_>>(), vec!["bb"]);
 }
 
 #[test]
