@@ -78,6 +78,40 @@ pub enum Error {
 
     #[error("{path}: entry with a value the datapath does not define: {detail}")]
     UnknownEntry { path: PathBuf, detail: String },
+
+    /// An rtnetlink tc request of the clsact fallback failed; `message` is the
+    /// kernel's explanation when it gave one.
+    #[error("{target}: tc {op} failed: {source}{}", explain(.message))]
+    Tc {
+        op: &'static str,
+        target: String,
+        #[source]
+        source: io::Error,
+        message: Option<String>,
+    },
+
+    #[error(
+        "{ifname}: ingress pref {pref} is taken by a {detail} that weft does not own; \
+         weft's cls_bpf filter needs that place (remove the other filter or move it)"
+    )]
+    ForeignFilter {
+        ifname: String,
+        pref: u16,
+        detail: String,
+    },
+
+    #[error("{var}={value:?}: expected one of auto, tcx, clsact")]
+    InvalidAttachMode { var: &'static str, value: String },
+
+    #[error("pin root {path}: {reason}")]
+    InvalidPinRoot { path: PathBuf, reason: &'static str },
+}
+
+fn explain(message: &Option<String>) -> String {
+    message
+        .as_deref()
+        .map(|m| format!(" ({m})"))
+        .unwrap_or_default()
 }
 
 impl Error {

@@ -20,23 +20,34 @@
 //! - the agent, through [`Datapath`] ([`Datapath::load_or_adopt`], overlay attach,
 //!   routes, config, counters), built on aya;
 //! - the CNI plugin, through [`pod`] (`ensure_ready`, endpoints, pod attach/detach),
-//!   which only issues a few raw `bpf()` calls on pinned objects.
+//!   which only issues a few raw `bpf()` calls on pinned objects (and rtnetlink tc
+//!   requests for the hook).
+//!
+//! Programs are attached at tc ingress through pinned TCX links (Linux 6.6+) or, on
+//! older kernels, a clsact qdisc and one cls_bpf filter per device ([`AttachMode`];
+//! the `WEFT_ATTACH_MODE` environment variable forces either).
 
+mod clsact;
 mod error;
+mod hook;
 pub mod layout;
 mod loader;
+mod mode;
 mod model;
 mod pinned;
 pub mod pins;
 pub mod pod;
 mod programs;
+mod rtnl;
 mod sys;
 mod tables;
 mod tcx;
 
+pub use clsact::{FILTER_HANDLE, FILTER_PREF};
 pub use error::{Error, Result};
 pub use layout::Counter;
 pub use loader::{Datapath, InstalledProgram, ProgramChange};
+pub use mode::AttachMode;
 pub use model::{Counters, EndpointInfo, NodeConfig, RouteKind};
 pub use pins::{PinLayout, DEFAULT_PIN_ROOT};
 pub use programs::Program;

@@ -7,12 +7,15 @@
 //! - a program already pinned with the same instructions (kernel tag) and the same
 //!   maps is adopted: nothing on the wire changes across a restart;
 //! - a different program replaces the old one new-before-old: it is pinned under a
-//!   staging name, every pinned link is moved to it atomically (`BPF_LINK_UPDATE`),
-//!   then the pin is renamed over the old one, and the links are swept once more to
-//!   catch any a CNI plugin attached from the old pin meanwhile.
+//!   staging name, every attachment is moved to it atomically (pinned TCX links by
+//!   `BPF_LINK_UPDATE`, weft's cls_bpf filters by `NLM_F_REPLACE`), then the pin is
+//!   renamed over the old one, and the attachments are swept once more to catch any
+//!   a CNI plugin made from the old pin meanwhile.
 
 use crate::error::{Error, Result};
+use crate::hook::{self, Hook};
 use crate::layout::MAPS;
+use crate::mode::AttachMode;
 use crate::model::{Counters, EndpointInfo, NodeConfig, RouteKind};
 use crate::pinned;
 use crate::pins::PinLayout;
@@ -45,7 +48,8 @@ pub struct InstalledProgram {
     pub id: u32,
     pub tag: [u8; 8],
     pub change: ProgramChange,
-    /// Links moved to this program, and defunct links unpinned, on the way in.
+    /// Attachments (TCX links and cls_bpf filters) moved to this program, and
+    /// defunct links unpinned, on the way in.
     pub links: SweepReport,
     fd: OwnedFd,
 }
@@ -56,6 +60,7 @@ pub struct Datapath {
     pins: PinLayout,
     programs: Vec<InstalledProgram>,
     tables: Tables,
+    attach_mode: AttachMode,
 }
 
 impl Datapath {
@@ -63,7 +68,13 @@ impl Datapath {
     /// and pinning the maps the first time), then adopts or replaces each pinned
     /// program. Runs in the calling thread's network namespace; never enter a mount
     /// namespace before calling it.
+    ///
+    /// New attachments ([`Datapath::attach_overlay`]) use the [`AttachMode`] that
+    /// [`AttachMode::ENV`] names (an invalid value fails here, at start-up); see
+    /// [`Datapath::set_attach_mode`]. Program replacement moves weft's attachments
+    /// in every mode.
     pub fn load_or_adopt(pin_root: impl Into<PathBuf>) -> Result<Datapath> {
+        let attach_mode = AttachMode::from_env()?;
         let pins = PinLayout::new(pin_root);
         pins.create()?;
         check_existing_maps(&pins)?;
@@ -77,7 +88,18 @@ impl Datapath {
             pins,
             programs,
             tables,
+            attach_mode,
         })
+    }
+
+    /// How new attachments are made.
+    pub fn attach_mode(&self) -> AttachMode {
+        self.attach_mode
+    }
+
+    /// Overrides the mode read from [`AttachMode::ENV`].
+    pub fn set_attach_mode(&mut self, mode: AttachMode) {
+        self.attach_mode = mode;
     }
 
     pub fn pins(&self) -> &PinLayout {
@@ -96,19 +118,21 @@ impl Datapath {
         &mut self.tables
     }
 
-    /// Attaches `from_overlay` at TCX ingress of `ifname` (resolved in the calling
-    /// thread's network namespace) through a link pinned at `links/overlay/<ifname>`,
-    /// or repoints the link already pinned there.
+    /// Attaches `from_overlay` at ingress of `ifname` (resolved in the calling
+    /// thread's network namespace): through a TCX link pinned at
+    /// `links/overlay/<ifname>` or weft's cls_bpf filter, reusing (and repointing)
+    /// whichever is already there, else in [`Datapath::attach_mode`].
     pub fn attach_overlay(&self, ifname: &str) -> Result<LinkChange> {
-        let pin = self.pins.overlay_link(ifname)?;
+        let hook = Hook::overlay(&self.pins, ifname)?;
         let ifindex = ifindex_of(ifname)?;
         let prog = self.prog_ref(Program::FromOverlay)?;
-        tcx::ensure_ingress_link(&pin, ifindex, prog)
+        hook::ensure(&hook, ifindex, prog, self.attach_mode).map(|(change, _)| change)
     }
 
-    /// Detaches and unpins the overlay link of `ifname`. Idempotent.
+    /// Detaches the overlay program from `ifname`, whichever way it is attached.
+    /// Idempotent.
     pub fn detach_overlay(&self, ifname: &str) -> Result<()> {
-        tcx::detach_link(&self.pins.overlay_link(ifname)?)
+        hook::detach(&Hook::overlay(&self.pins, ifname)?)
     }
 
     pub fn set_config(&mut self, config: NodeConfig) -> Result<()> {
@@ -197,7 +221,6 @@ fn install(pins: &PinLayout, program: Program, new_fd: OwnedFd) -> Result<Instal
     let pin = pins.program(program);
     let info_err = |e| Error::bpf("BPF_OBJ_GET_INFO_BY_FD", &pin, e);
     let new = sys::prog_info(new_fd.as_fd()).map_err(info_err)?;
-    let links_dir = pins.links_dir_of(program);
 
     let previous = match sys::obj_get_opt(&pin)? {
         Some(fd) => {
@@ -212,8 +235,9 @@ fn install(pins: &PinLayout, program: Program, new_fd: OwnedFd) -> Result<Instal
         // were lost would keep reading the orphaned maps while the agent writes the
         // new ones. The new program was loaded against the current pins.
         if old.tag == new.tag && old.map_ids == new.map_ids {
-            let links = tcx::sweep_links(
-                &links_dir,
+            let links = hook::sweep(
+                pins,
+                program,
                 ProgRef {
                     fd: old_fd.as_fd(),
                     id: old.id,
@@ -240,12 +264,12 @@ fn install(pins: &PinLayout, program: Program, new_fd: OwnedFd) -> Result<Instal
         fd: new_fd.as_fd(),
         id: new.id,
     };
-    let mut links = tcx::sweep_links(&links_dir, new_ref)?;
+    let mut links = hook::sweep(pins, program, new_ref)?;
     std::fs::rename(&staging, &pin).map_err(|e| Error::bpf("rename", &staging, e))?;
-    // A plugin that read the old pin before the rename may have pinned a link to
-    // the old program after the first sweep; it re-checks the pin after pinning,
-    // and this second sweep catches the links pinned before that re-check.
-    let late = tcx::sweep_links(&links_dir, new_ref)?;
+    // A plugin that read the old pin before the rename may have attached the old
+    // program after the first sweep; it re-checks the pin after attaching, and this
+    // second sweep catches what it attached before that re-check.
+    let late = hook::sweep(pins, program, new_ref)?;
     links.updated += late.updated;
     links.removed_defunct += late.removed_defunct;
 

@@ -1,17 +1,21 @@
 //! The CNI plugin's side, on the ADD/DEL hot path: a handful of `bpf()` calls on
-//! pinned objects, no ELF parsing and no program loading.
+//! pinned objects and, for the ingress hook, one or two rtnetlink tc requests; no ELF
+//! parsing and no program loading.
 //!
 //! All functions act in the calling thread's network namespace (the node's) and on
 //! the host bpffs; the plugin must not enter a mount namespace.
 
+use crate::clsact;
 use crate::error::{Error, Result};
+use crate::hook::{self, Hook};
 use crate::layout::{EndpointValue, MAPS, MAP_ENDPOINTS};
+use crate::mode::AttachMode;
 use crate::model::{ip_key, EndpointInfo};
 use crate::pinned;
 use crate::pins::PinLayout;
 use crate::programs::Program;
 use crate::sys;
-use crate::tcx::{self, LinkChange, ProgRef};
+use crate::tcx::{LinkChange, ProgRef};
 use std::net::IpAddr;
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -57,48 +61,61 @@ pub fn remove_endpoint(pin_root: &Path, ip: IpAddr) -> Result<()> {
         .map_err(|e| Error::bpf("BPF_MAP_DELETE_ELEM", pins.map(MAP_ENDPOINTS.name), e))
 }
 
-/// Attaches the pinned `from_pod` program at TCX ingress of the host-side veth
-/// through a link pinned at `links/pods/<host_ifname>`. Idempotent for a retried ADD.
+/// Attaches the pinned `from_pod` program at ingress of the host-side veth, in the
+/// [`AttachMode`] that [`AttachMode::ENV`] names (TCX when the kernel has it, by
+/// default). Idempotent for a retried ADD. See [`attach_pod_with_mode`].
 pub fn attach_pod(pin_root: &Path, host_ifindex: u32, host_ifname: &str) -> Result<LinkChange> {
-    let pins = PinLayout::new(pin_root);
-    let pin = pins.pod_link(host_ifname)?;
-    let (prog, info) = pinned::open_program(&pins, Program::FromPod)?;
-    let change = tcx::ensure_ingress_link(
-        &pin,
-        host_ifindex,
-        ProgRef {
-            fd: prog.as_fd(),
-            id: info.id,
-        },
-    )?;
+    attach_pod_with_mode(pin_root, host_ifindex, host_ifname, AttachMode::from_env()?)
+}
 
-    // The agent may have replaced the program between our read of the pin and the
-    // pinning of our link, and its sweep may have missed the link. Re-read the pin;
-    // if it moved, move the link too, but only if it still runs what we attached
-    // (BPF_F_REPLACE), so this can never undo a newer update.
+/// Attaches the pinned `from_pod` program at ingress of the host-side veth: through
+/// a TCX link pinned at `links/pods/<host_ifname>`, or through weft's cls_bpf filter
+/// (clsact ingress, pref 1, handle 1). An attachment already on the veth is reused
+/// whatever `mode` says, so one interface never carries both; `mode` only chooses
+/// for a veth with neither. Idempotent for a retried ADD.
+pub fn attach_pod_with_mode(
+    pin_root: &Path,
+    host_ifindex: u32,
+    host_ifname: &str,
+    mode: AttachMode,
+) -> Result<LinkChange> {
+    let pins = PinLayout::new(pin_root);
+    let hook = Hook::pod(&pins, host_ifname)?;
+    let (prog, info) = pinned::open_program(&pins, Program::FromPod)?;
+    let attached = ProgRef {
+        fd: prog.as_fd(),
+        id: info.id,
+    };
+    let (change, backend) = hook::ensure(&hook, host_ifindex, attached, mode)?;
+
+    // The agent may have replaced the program between our read of the pin and our
+    // attach, and its sweep may have missed our attachment. Re-read the pin; if it
+    // moved, move the attachment too, but only if it still runs what we attached,
+    // so this can never undo a newer update.
     let (current, current_info) = pinned::open_program(&pins, Program::FromPod)?;
     if current_info.id != info.id {
-        let (link, _) =
-            tcx::open_link(&pin)?.ok_or_else(|| Error::NotPinned { path: pin.clone() })?;
-        match sys::link_update(link.as_fd(), current.as_fd(), Some(prog.as_fd())) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {} // already moved on
-            Err(e) => return Err(Error::bpf("BPF_LINK_UPDATE", &pin, e)),
-        }
+        let current = ProgRef {
+            fd: current.as_fd(),
+            id: current_info.id,
+        };
+        hook::follow_replacement(&hook, host_ifindex, backend, attached, current)?;
     }
     Ok(change)
 }
 
-/// Detaches the pod's link and removes its pin. Idempotent: nothing pinned is
-/// success, and a defunct link (veth already deleted) is just unpinned.
+/// Detaches the pod program from the veth, whichever way it is attached: unpins
+/// (and detaches) its TCX link and deletes weft's cls_bpf filter. Idempotent:
+/// nothing attached is success, a defunct link (veth already deleted) is just
+/// unpinned, and a deleted veth took its filter with it.
 pub fn detach_pod(pin_root: &Path, host_ifname: &str) -> Result<()> {
     let pins = PinLayout::new(pin_root);
-    tcx::detach_link(&pins.pod_link(host_ifname)?)
+    hook::detach(&Hook::pod(&pins, host_ifname)?)
 }
 
 /// CNI CHECK: verifies that each pod address is an endpoint on `host_ifindex` and that
-/// the pod's pinned link is attached to that interface. Returns the first problem found,
-/// in words, or `None` when the pod is fully wired.
+/// the pinned `from_pod` program runs at ingress of that interface, through exactly
+/// one of a TCX link pinned for it or weft's cls_bpf filter (direct-action). Returns
+/// the first problem found, in words, or `None` when the pod is fully wired.
 pub fn verify_pod(
     pin_root: &Path,
     host_ifname: &str,
@@ -121,19 +138,53 @@ pub fn verify_pod(
             Some(_) => {}
         }
     }
-    let pin = pins.pod_link(host_ifname)?;
-    match tcx::open_link(&pin)? {
-        None => Ok(Some(format!("no pod program link is pinned at {}", pin.display()))),
-        Some((_, info)) if info.ifindex != host_ifindex => Ok(Some(format!(
-            "the pod program link at {} is attached to ifindex {}, not {host_ifname} ({host_ifindex})",
-            pin.display(),
-            info.ifindex
-        ))),
-        Some(_) => Ok(None),
+    let (_, program) = pinned::open_program(&pins, Program::FromPod)?;
+    let hook = Hook::pod(&pins, host_ifname)?;
+    let observed = hook::observe(&hook, host_ifindex)?;
+    let pin = hook.link_pin.display();
+    if let Some((_, info)) = &observed.link {
+        if info.ifindex != host_ifindex {
+            return Ok(Some(format!(
+                "the pod program link at {pin} is attached to ifindex {}, not {host_ifname} ({host_ifindex})",
+                info.ifindex
+            )));
+        }
     }
+    let problem = match (observed.live_link(host_ifindex), observed.filter()) {
+        (Some(_), Some(_)) => Some(format!(
+            "{host_ifname} runs the pod program twice: through the TCX link pinned at {pin} \
+             and through cls_bpf filter {:?}",
+            hook.filter_name
+        )),
+        (Some(link), None) if link.prog_id != program.id => Some(format!(
+            "the pod program link at {pin} runs program {}, not the pinned from_pod ({})",
+            link.prog_id, program.id
+        )),
+        (None, Some(filter)) if filter.prog_id != Some(program.id) => Some(format!(
+            "cls_bpf filter {:?} on {host_ifname} runs program {}, not the pinned from_pod ({})",
+            hook.filter_name,
+            filter
+                .prog_id
+                .map_or_else(|| "(none)".to_string(), |id| id.to_string()),
+            program.id
+        )),
+        (None, Some(filter)) if !filter.direct_action => Some(format!(
+            "cls_bpf filter {:?} on {host_ifname} is not in direct-action mode",
+            hook.filter_name
+        )),
+        (None, None) => Some(format!(
+            "no pod program is attached to {host_ifname}: no link is pinned at {pin} and \
+             ingress pref {} holds no cls_bpf filter {:?}",
+            clsact::FILTER_PREF,
+            hook.filter_name
+        )),
+        _ => None,
+    };
+    Ok(problem)
 }
 
-/// The host interface names that have a pinned pod link (for GC of leftovers).
+/// The host interface names that have a pinned pod link (for GC of leftovers). cls_bpf
+/// filters need no GC: they are deleted with their veth.
 pub fn pinned_pod_links(pin_root: &Path) -> Result<Vec<String>> {
     let dir = PinLayout::new(pin_root).pod_links_dir();
     let entries = match std::fs::read_dir(&dir) {

@@ -17,14 +17,17 @@ pub(crate) struct ProgRef<'a> {
     pub id: u32,
 }
 
-/// What [`ensure_ingress_link`] had to do.
+/// What attaching a program to a device's ingress had to do (a TCX link or, in the
+/// clsact fallback, weft's cls_bpf filter).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkChange {
-    /// A live link on that device already ran the program.
+    /// The device's attachment already ran the program.
     Unchanged,
-    /// A live link on that device ran another program; it now runs this one.
+    /// The device's attachment ran another program (or, for a filter, was not in
+    /// direct-action mode); it now runs this one, swapped atomically.
     Updated,
-    /// No usable link was pinned (none, defunct, or on another device); one was created.
+    /// No usable attachment existed (for TCX: none pinned, defunct, or on another
+    /// device); one was created.
     Created,
 }
 
@@ -102,10 +105,10 @@ pub(crate) fn unlink_pin(pin: &Path) -> Result<()> {
     }
 }
 
-/// What a sweep over a links directory did.
+/// What a sweep over a program's attachments did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SweepReport {
-    /// Live links moved to the current program.
+    /// Live links and cls_bpf filters moved to the current program.
     pub updated: usize,
     /// Defunct links (device gone) unpinned.
     pub removed_defunct: usize,

@@ -4,52 +4,18 @@
 mod common;
 
 use aya::programs::links::{FdLink, PinnedLink};
-use aya::programs::tc::TcAttachType;
-use aya::programs::SchedClassifier;
-use aya::EbpfLoader;
+use common::hooks::{pin_other_program, pinned_program_id, tcx_ingress_programs, Node};
 use common::{in_netns, PinRoot};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use weft_datapath::{pod, Datapath, LinkChange, Program, ProgramChange, RouteKind};
-use weft_testkit::{Netns, VethPair};
-
-/// Program ids attached at TCX ingress of `ifname` (calling thread's namespace).
-fn tcx_ingress_programs(ifname: &str) -> Vec<u32> {
-    let (_, programs) =
-        SchedClassifier::query_tcx(ifname, TcAttachType::Ingress).expect("query tcx");
-    programs.iter().map(|p| p.id()).collect()
-}
+use weft_testkit::Netns;
 
 /// (link id, program id) of the link pinned at `pin`.
 fn pinned_link(pin: &Path) -> (u32, u32) {
     let link = FdLink::from(PinnedLink::from_pin(pin).expect("open pinned link"));
     let info = link.info().expect("link info");
     (info.id(), info.program_id())
-}
-
-/// A node namespace with `n` pod veths (host sides in the node), for attach tests.
-struct Node {
-    ns: Netns,
-    _pods: Vec<Netns>,
-    host_veths: Vec<String>,
-}
-
-impl Node {
-    fn new(n: usize) -> Node {
-        let ns = Netns::new("nd");
-        let mut pods = Vec::new();
-        let mut host_veths = Vec::new();
-        for _ in 0..n {
-            let pod = Netns::new("pd");
-            let veth = VethPair::new(&ns, &[], &pod, &[]);
-            host_veths.push(veth.a);
-            pods.push(pod);
-        }
-        Node {
-            ns,
-            _pods: pods,
-            host_veths,
-        }
-    }
 }
 
 #[test]
@@ -99,8 +65,14 @@ fn the_pin_is_what_keeps_a_pod_link_alive() {
         drop(Datapath::load_or_adopt(&path).expect("load"));
         pod::attach_pod(&path, common::ifindex(&host), &host).expect("attach");
         assert_eq!(tcx_ingress_programs(&host).len(), 1);
-        // Unpinning drops the last reference: the kernel detaches the link.
+        // Unpinning drops the last reference: the kernel detaches the link. It frees
+        // an unpinned link from a workqueue, after an RCU grace period, so wait for
+        // it (the bound only keeps a broken kernel from hanging the test).
         std::fs::remove_file(path.join("links/pods").join(&host)).expect("unpin");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !tcx_ingress_programs(&host).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert_eq!(tcx_ingress_programs(&host), Vec::<u32>::new());
     });
 }
@@ -170,26 +142,6 @@ fn overlay_link_is_pinned_under_an_escaped_name_and_reused() {
         assert_eq!(tcx_ingress_programs(&vxlan), Vec::<u32>::new());
         assert!(!pin.exists());
     });
-}
-
-/// Pins the code of `impostor` at the pin of `program`, as if an older weft had
-/// installed a different `program`. Returns the impostor's program id.
-fn pin_other_program(root: &Path, program: Program, impostor: Program) -> u32 {
-    let mut ebpf = EbpfLoader::new()
-        .default_map_pin_directory(root.join("maps"))
-        .load(impostor.object())
-        .expect("load impostor object");
-    let prog: &mut SchedClassifier = ebpf
-        .program_mut(impostor.name())
-        .expect("impostor program")
-        .try_into()
-        .expect("classifier");
-    prog.load().expect("verify impostor");
-    let id = prog.info().expect("info").id();
-    let pin = root.join("progs").join(program.name());
-    std::fs::remove_file(&pin).expect("unpin current program");
-    prog.pin(&pin).expect("pin impostor");
-    id
 }
 
 #[test]
@@ -275,11 +227,6 @@ fn reload_adopts_identical_programs_and_replaces_changed_ones_in_place() {
         assert!(!path.join("progs/from_pod_staging").exists());
         assert_eq!(pinned_program_id(&path.join("progs/from_pod")), from_pod.id);
     });
-}
-
-fn pinned_program_id(pin: &Path) -> u32 {
-    let prog = SchedClassifier::from_pin(pin).expect("open pinned program");
-    prog.info().expect("info").id()
 }
 
 #[test]

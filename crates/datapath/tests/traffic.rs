@@ -1,10 +1,12 @@
 //! Real packets: two pods on one node ping each other, dual-stack, with no kernel
-//! route between them, so only `from_pod` + `bpf_redirect_peer` can carry them.
+//! route between them, so only `from_pod` + `bpf_redirect_peer` can carry them;
+//! once with the program on TCX links, once on the clsact/cls_bpf fallback.
 
 mod common;
 
+use common::hooks::{assert_weft_filter, tcx_ingress_programs};
 use common::{in_netns, PinRoot};
-use weft_datapath::{pod, Counter, Datapath, EndpointInfo, Tables};
+use weft_datapath::{pod, AttachMode, Counter, Datapath, EndpointInfo, Program, Tables};
 use weft_testkit::{Netns, VethPair};
 
 const GATEWAY_MAC: &str = "ee:ee:ee:ee:ee:ee";
@@ -60,7 +62,16 @@ fn pod(node: &Netns, v4: &'static str, v6: &'static str) -> Pod {
 }
 
 #[test]
-fn pods_on_one_node_reach_each_other_through_redirect_peer_only() {
+fn pods_on_one_node_reach_each_other_through_redirect_peer_over_tcx() {
+    pods_reach_each_other_through_redirect_peer_only(AttachMode::Tcx);
+}
+
+#[test]
+fn pods_on_one_node_reach_each_other_through_redirect_peer_over_clsact() {
+    pods_reach_each_other_through_redirect_peer_only(AttachMode::Clsact);
+}
+
+fn pods_reach_each_other_through_redirect_peer_only(mode: AttachMode) {
     weft_testkit::require_tool("ping");
     let root = PinRoot::new("tr");
     let node = Netns::new("nd");
@@ -72,8 +83,12 @@ fn pods_on_one_node_reach_each_other_through_redirect_peer_only() {
         .iter()
         .map(|p| (p.host_veth.clone(), [p.v4, p.v6]))
         .collect();
-    in_netns(node.path(), move || {
-        drop(Datapath::load_or_adopt(&path).expect("load"));
+    let from_pod = in_netns(node.path(), move || {
+        let from_pod = Datapath::load_or_adopt(&path)
+            .expect("load")
+            .program(Program::FromPod)
+            .expect("from_pod")
+            .id;
         for (host, addrs) in &pods {
             let ifindex = common::ifindex(host);
             for addr in addrs {
@@ -83,9 +98,20 @@ fn pods_on_one_node_reach_each_other_through_redirect_peer_only() {
                 };
                 pod::add_endpoint(&path, addr.parse().unwrap(), info).expect("endpoint");
             }
-            pod::attach_pod(&path, ifindex, host).expect("attach");
+            pod::attach_pod_with_mode(&path, ifindex, host, mode).expect("attach");
+            let tcx = tcx_ingress_programs(host);
+            match mode {
+                AttachMode::Clsact => assert_eq!(tcx, Vec::<u32>::new(), "{host}: no TCX"),
+                _ => assert_eq!(tcx, [from_pod], "{host}"),
+            }
         }
+        from_pod
     });
+    if mode == AttachMode::Clsact {
+        for p in [&a, &b] {
+            assert_weft_filter(&node, &p.host_veth, root.path(), Program::FromPod, from_pod);
+        }
+    }
 
     a.ns.exec_ok("ping", &["-c", "1", "-W", "5", b.v4]);
     a.ns.exec_ok("ping", &["-6", "-c", "1", "-W", "5", b.v6]);

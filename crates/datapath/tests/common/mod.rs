@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod frames;
+pub mod hooks;
 pub mod scenario;
 
 use aya::programs::{SchedClassifier, TestRun, TestRunOptions};
