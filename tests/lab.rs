@@ -66,6 +66,7 @@ fn a_second_lab_with_the_same_name_is_refused() {
         nodes: 1,
         pods_per_node: 0,
         weft_bin: PathBuf::from(env!("CARGO_BIN_EXE_weft")),
+        attach_mode: weft_datapath::AttachMode::Auto,
     };
     let err = lab::up::up(&again).expect_err("second lab must be refused");
     assert!(err.to_string().contains("already exists"), "{err:#}");
@@ -180,13 +181,8 @@ fn killing_an_agent_drops_no_stream_and_pods_added_meanwhile_are_reachable() {
     accept.join().unwrap().unwrap();
 
     // Restart the agent: it adopts the pinned datapath and finds nothing to change.
-    let new_pid = lab::up::spawn_agent(
-        &PathBuf::from(env!("CARGO_BIN_EXE_weft")),
-        &lab.state.dir,
-        &topology,
-        1,
-    )
-    .unwrap();
+    let new_pid =
+        lab::up::spawn_agent(&PathBuf::from(env!("CARGO_BIN_EXE_weft")), &lab.state, 1).unwrap();
     let mut restarted = node1.clone();
     restarted.agent_pid = Some(new_pid);
     lab::up::wait_ready(&restarted, &lab.state.dir).unwrap();
@@ -262,4 +258,56 @@ fn an_invalid_node_object_is_refused_by_name_and_field_and_the_agent_keeps_runni
         "{}",
         lab::check::render(&probes)
     );
+}
+
+#[test]
+fn the_clsact_fallback_carries_the_whole_matrix() {
+    weft_testkit::require_tool("tc");
+    let lab = TestLab::up_with(2, 2, weft_datapath::AttachMode::Clsact);
+    let probes = lab::check::check(&lab.state).unwrap();
+    assert!(
+        probes.iter().all(|p| p.ok()),
+        "{}",
+        lab::check::render(&probes)
+    );
+    // Every pod veth and the overlay device carry our cls_bpf filter, and no TCX link is pinned.
+    for node in &lab.state.nodes {
+        let conflist = std::fs::read_to_string(&node.conflist).unwrap();
+        assert!(
+            conflist.contains("\"attachMode\": \"clsact\""),
+            "{conflist}"
+        );
+        let links = weft_testkit::run(
+            weft_testkit::cmd_in(&netns::path_of(&node.netns), "ip").args(["-o", "link"]),
+        );
+        for dev in links
+            .stdout
+            .split_whitespace()
+            .filter(|w| w.starts_with("wf") || w.starts_with("weft.vxlan"))
+        {
+            let dev = dev
+                .trim_end_matches(':')
+                .split('@')
+                .next()
+                .unwrap()
+                .to_string();
+            let filters = weft_testkit::run(
+                weft_testkit::cmd_in(&netns::path_of(&node.netns), "tc")
+                    .args(["filter", "show", "dev", &dev, "ingress"]),
+            );
+            assert!(
+                filters.stdout.contains("direct-action") && filters.stdout.contains("weft:"),
+                "{dev}: {}",
+                filters.stdout
+            );
+        }
+        let pins = node.pin_root.join("links").join("pods");
+        let pinned = std::fs::read_dir(&pins).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(
+            pinned,
+            0,
+            "TCX links pinned in clsact mode under {}",
+            pins.display()
+        );
+    }
 }

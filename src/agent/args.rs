@@ -45,6 +45,11 @@ pub struct AgentArgs {
     /// Address of /healthz, /readyz and /metrics.
     #[arg(long, default_value = "127.0.0.1:9962")]
     pub listen: SocketAddr,
+    /// How programs attach to interfaces: `auto` (TCX where the kernel has it, else a
+    /// clsact cls_bpf filter), `tcx` or `clsact`. Written into the conflist so the plugin
+    /// attaches pods the same way.
+    #[arg(long, env = "WEFT_ATTACH_MODE", default_value = "auto")]
+    pub attach_mode: weft_datapath::AttachMode,
     /// Seconds between full resyncs even when nothing changed (repairs drift).
     #[arg(long, default_value_t = 30)]
     pub resync_seconds: u64,

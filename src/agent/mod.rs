@@ -47,6 +47,7 @@ async fn agent(args: AgentArgs, cluster: ClusterConfig) -> anyhow::Result<()> {
     tokio::spawn(health::serve(listener, ready_rx, Arc::new(registry)));
 
     let mut datapath = Datapath::load_or_adopt(&args.pin_root).context("load the eBPF datapath")?;
+    datapath.set_attach_mode(args.attach_mode);
     for program in weft_datapath::Program::ALL {
         if let Some(p) = datapath.program(program) {
             match &p.change {

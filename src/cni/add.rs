@@ -77,7 +77,14 @@ pub fn add(
         configure_host(&mut host, host_index, &addresses, pod_mac)?;
         enable_forwarding(&addresses)?;
         if let Some(pin_root) = &cfg.pin_root {
-            datapath::add_pod(pin_root, host_index, &host_name, &addresses, pod_mac)?;
+            datapath::add_pod(
+                pin_root,
+                cfg.attach_mode,
+                host_index,
+                &host_name,
+                &addresses,
+                pod_mac,
+            )?;
         }
         Ok(Configured {
             host_name: host_name.clone(),

@@ -41,6 +41,7 @@ struct Raw {
 #[serde(rename_all = "camelCase")]
 struct RawDatapath {
     pin_root: Option<String>,
+    attach_mode: Option<String>,
 }
 
 /// The validated plugin configuration.
@@ -54,6 +55,9 @@ pub struct PluginConfig {
     /// When set, the eBPF datapath is in use: the plugin writes the pod's entries into the
     /// maps pinned here and attaches the pod program to the host veth.
     pub pin_root: Option<PathBuf>,
+    /// How the pod program attaches (`datapath.attachMode`, written by the agent when it
+    /// is not `auto`).
+    pub attach_mode: weft_datapath::AttachMode,
 }
 
 impl PluginConfig {
@@ -105,9 +109,17 @@ impl PluginConfig {
                 }
             },
         };
+        let mut attach_mode = weft_datapath::AttachMode::Auto;
         let pin_root = match raw.datapath {
             None => None,
             Some(dp) => {
+                if let Some(mode) = &dp.attach_mode {
+                    attach_mode = mode.parse().map_err(|_| {
+                        CniError::invalid_config(format!(
+                            "datapath.attachMode: {mode:?} is not one of auto, tcx, clsact"
+                        ))
+                    })?;
+                }
                 let root = dp
                     .pin_root
                     .ok_or_else(|| CniError::invalid_config("datapath.pinRoot: missing"))?;
@@ -127,6 +139,7 @@ impl PluginConfig {
             gateway_v4,
             gateway_v6,
             pin_root,
+            attach_mode,
         })
     }
 

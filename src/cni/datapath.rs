@@ -17,23 +17,21 @@ fn dp_error(context: &str, e: weft_datapath::Error) -> CniError {
 /// or the anti-spoofing check would drop it.
 pub fn add_pod(
     pin_root: &Path,
+    mode: weft_datapath::AttachMode,
     host_index: u32,
     host_name: &str,
     addresses: &[IpAddr],
     pod_mac: [u8; 6],
 ) -> Result<(), CniError> {
     for &addr in addresses {
-        pod::add_endpoint(
-            pin_root,
-            addr,
-            EndpointInfo {
-                ifindex: host_index,
-                mac: pod_mac,
-            },
-        )
-        .map_err(|e| dp_error(&format!("record endpoint {addr}"), e))?;
+        let info = EndpointInfo {
+            ifindex: host_index,
+            mac: pod_mac,
+        };
+        pod::add_endpoint(pin_root, addr, info)
+            .map_err(|e| dp_error(&format!("record endpoint {addr}"), e))?;
     }
-    pod::attach_pod(pin_root, host_index, host_name)
+    pod::attach_pod_with_mode(pin_root, host_index, host_name, mode)
         .map_err(|e| dp_error("attach pod program", e))?;
     Ok(())
 }

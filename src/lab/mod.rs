@@ -43,6 +43,9 @@ pub enum LabCmd {
         nodes: u32,
         #[arg(long, default_value_t = 2)]
         pods_per_node: u32,
+        /// How programs attach: auto (TCX where available), tcx, or clsact (the fallback).
+        #[arg(long, default_value = "auto")]
+        attach_mode: weft_datapath::AttachMode,
     },
     /// List nodes, agents, pods and addresses.
     Status,
@@ -64,6 +67,7 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
         LabCmd::Up {
             nodes,
             pods_per_node,
+            attach_mode,
         } => {
             let weft_bin = std::env::current_exe()?;
             let state = up::up(&UpOptions {
@@ -72,6 +76,7 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
                 nodes,
                 pods_per_node,
                 weft_bin,
+                attach_mode,
             })?;
             print!("{}", status_text(&state));
             Ok(())

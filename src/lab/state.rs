@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub struct LabState {
     pub name: String,
     pub dir: PathBuf,
+    /// The agents' `--attach-mode` (auto, tcx, clsact), kept so restarted agents match.
+    #[serde(default)]
+    pub attach_mode: String,
     pub nodes: Vec<NodeState>,
     pub pods: Vec<PodState>,
 }

@@ -28,6 +28,8 @@ pub struct UpOptions {
     pub pods_per_node: u32,
     /// The weft binary: run as each node's agent and as the CNI plugin.
     pub weft_bin: PathBuf,
+    /// How the agents (and, through their conflists, the plugin) attach programs.
+    pub attach_mode: weft_datapath::AttachMode,
 }
 
 pub fn validate_name(name: &str) -> anyhow::Result<()> {
@@ -66,6 +68,7 @@ pub fn up(opts: &UpOptions) -> anyhow::Result<LabState> {
     let mut state = LabState {
         name: opts.name.clone(),
         dir: opts.dir.clone(),
+        attach_mode: opts.attach_mode.name().to_string(),
         nodes: Vec::new(),
         pods: Vec::new(),
     };
@@ -128,7 +131,7 @@ fn build(opts: &UpOptions, topology: &Topology, state: &mut LabState) -> anyhow:
         )?;
     }
     for i in 1..=opts.nodes {
-        let pid = start_agent(opts, topology, i)?;
+        let pid = spawn_agent(&opts.weft_bin, state, i)?;
         if let Some(node) = state.nodes.iter_mut().find(|n| n.index == i) {
             node.agent_pid = Some(pid);
         }
@@ -242,14 +245,15 @@ fn link_node(topology: &Topology, i: u32, router: &Path, node: &Path) -> anyhow:
 }
 
 /// The command line of node i's agent.
-pub fn agent_command(weft_bin: &Path, dir: &Path, topology: &Topology, i: u32) -> Command {
-    let node_dir = dir.join(topology.node_name(i));
+pub fn agent_command(weft_bin: &Path, state: &LabState, i: u32) -> Command {
+    let topology = Topology::new(&state.name);
+    let node_dir = state.dir.join(topology.node_name(i));
     let mut cmd = Command::new(weft_bin);
     cmd.arg("agent")
         .arg("--node-name")
         .arg(topology.node_name(i))
         .arg("--source-dir")
-        .arg(dir.join("nodes"))
+        .arg(state.dir.join("nodes"))
         .arg("--pin-root")
         .arg(topology.pin_root(i))
         .arg("--cni-conf-dir")
@@ -260,6 +264,9 @@ pub fn agent_command(weft_bin: &Path, dir: &Path, topology: &Topology, i: u32) -
         .arg(AGENT_LISTEN)
         .arg("--resync-seconds")
         .arg("10");
+    if !state.attach_mode.is_empty() {
+        cmd.arg("--attach-mode").arg(&state.attach_mode);
+    }
     for cidr in topology.cluster_cidrs() {
         cmd.arg("--cluster-cidr").arg(cidr.to_string());
     }
@@ -268,23 +275,15 @@ pub fn agent_command(weft_bin: &Path, dir: &Path, topology: &Topology, i: u32) -
 
 /// Starts node i's agent inside the node's network namespace, detached from this process
 /// (its own session; output to `<dir>/node<i>/agent.log`).
-pub fn start_agent(opts: &UpOptions, topology: &Topology, i: u32) -> anyhow::Result<i32> {
-    spawn_agent(&opts.weft_bin, &opts.dir, topology, i)
-}
-
-pub fn spawn_agent(
-    weft_bin: &Path,
-    dir: &Path,
-    topology: &Topology,
-    i: u32,
-) -> anyhow::Result<i32> {
-    let node_dir = dir.join(topology.node_name(i));
+pub fn spawn_agent(weft_bin: &Path, state: &LabState, i: u32) -> anyhow::Result<i32> {
+    let topology = Topology::new(&state.name);
+    let node_dir = state.dir.join(topology.node_name(i));
     std::fs::create_dir_all(&node_dir)?;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(node_dir.join("agent.log"))?;
-    let mut cmd = agent_command(weft_bin, dir, topology, i);
+    let mut cmd = agent_command(weft_bin, state, i);
     cmd.stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);

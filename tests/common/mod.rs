@@ -15,6 +15,14 @@ pub struct TestLab {
 
 impl TestLab {
     pub fn up(nodes: u32, pods_per_node: u32) -> TestLab {
+        Self::up_with(nodes, pods_per_node, weft_datapath::AttachMode::Auto)
+    }
+
+    pub fn up_with(
+        nodes: u32,
+        pods_per_node: u32,
+        attach_mode: weft_datapath::AttachMode,
+    ) -> TestLab {
         weft_testkit::require_root();
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let name = format!("weftt{:x}{n}", std::process::id() % 0xfffff);
@@ -25,6 +33,7 @@ impl TestLab {
             nodes,
             pods_per_node,
             weft_bin: PathBuf::from(env!("CARGO_BIN_EXE_weft")),
+            attach_mode,
         };
         let state = lab::up::up(&opts).unwrap_or_else(|e| panic!("lab up failed: {e:#}"));
         TestLab { state }

@@ -29,12 +29,20 @@ pub fn render(plan: &NodePlan, args: &AgentArgs, pod_mtu: u32) -> String {
             "type": crate::plugin::PLUGIN_TYPE,
             "mtu": pod_mtu,
             "ipam": { "ranges": ranges, "dataDir": args.ipam_data_dir },
-            "datapath": { "pinRoot": args.pin_root },
+            "datapath": datapath_section(args),
         }],
     });
     let mut text = serde_json::to_string_pretty(&list).expect("a JSON value always serializes");
     text.push('\n');
     text
+}
+
+fn datapath_section(args: &AgentArgs) -> serde_json::Value {
+    let mut section = json!({ "pinRoot": args.pin_root });
+    if args.attach_mode != weft_datapath::AttachMode::Auto {
+        section["attachMode"] = json!(args.attach_mode.name());
+    }
+    section
 }
 
 pub fn ensure(dir: &Path, file: &str, content: &str) -> anyhow::Result<Changes> {
