@@ -14,18 +14,19 @@
 //! never replaced or deleted. The name is also how the agent finds the filters to
 //! move when it replaces a program ([`sweep_filters`]): the kernel's filter dump is
 //! the record, so there is no list of ours to keep in step with it.
+//!
+//! The rtnetlink requests themselves are `weft-netlink`'s tc operations; this module
+//! holds only weft's policy: where its filter sits, what makes one its own, and
+//! what to do about someone else's.
 
 use crate::error::{Error, Result};
 use crate::programs::Program;
-use crate::rtnl::{self, NlError, Rtnl};
 use crate::tcx::{LinkChange, ProgRef};
-use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
-use netlink_packet_route::tc::{
-    TcAttribute, TcBpfFlags, TcFilterBpfOption, TcHandle, TcHeader, TcMessage, TcOption,
-};
-use netlink_packet_route::RouteNetlinkMessage;
-use std::os::fd::AsRawFd;
+use std::io;
 use std::path::Path;
+use weft_netlink::{
+    BpfFilterInfo, BpfFilterSpec, Handle, TcFilter, BPF_FILTER_NAME_MAX, ETH_P_ALL,
+};
 
 /// Ingress pref of weft's filter: 1 runs before any other filter on the hook, so
 /// anti-spoofing cannot be bypassed by an earlier classifier.
@@ -33,26 +34,7 @@ pub const FILTER_PREF: u16 = 1;
 /// Handle of weft's filter within its pref.
 pub const FILTER_HANDLE: u32 = 1;
 
-/// `ETH_P_ALL`: the filter sees every protocol.
-const ETH_P_ALL: u16 = 0x0003;
-/// `TC_H_CLSACT` (= `TC_H_INGRESS`), the parent a clsact qdisc is created under.
-const TC_H_CLSACT: u32 = 0xffff_fff1;
-/// The clsact qdisc's own handle, `ffff:`.
-const CLSACT_HANDLE: u32 = 0xffff_0000;
-/// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)`: the ingress side of clsact.
-const INGRESS_PARENT: u32 = 0xffff_fff2;
-/// `CLS_BPF_NAME_LEN`: the kernel refuses longer filter names.
-const MAX_NAME_LEN: usize = 255;
-
-/// Size of `struct tcmsg`, which heads every tc message.
-const TCMSG_LEN: usize = 20;
-const TCA_KIND: u16 = 1;
-const TCA_OPTIONS: u16 = 2;
-const TCA_CHAIN: u16 = 11;
-const TCA_BPF_NAME: u16 = 7;
-const TCA_BPF_FLAGS: u16 = 8;
-const TCA_BPF_ID: u16 = 11;
-const TCA_BPF_FLAG_ACT_DIRECT: u32 = 1;
+const FILTER_KIND: &str = "bpf";
 
 /// The name that marks `program`'s filters of the datapath pinned at `pin_root`,
 /// e.g. `weft:from_pod@/sys/fs/bpf/weft`. Several pin roots (the lab's simulated
@@ -62,7 +44,7 @@ pub(crate) fn filter_name(pin_root: &Path, program: Program) -> Result<String> {
     // `components` drops a trailing `/` and `.` segments, so `/x/` and `/x` agree.
     let root: std::path::PathBuf = pin_root.components().collect();
     let name = format!("weft:{program}@{}", root.display());
-    if name.len() > MAX_NAME_LEN {
+    if name.len() > BPF_FILTER_NAME_MAX {
         return Err(Error::InvalidPinRoot {
             path: pin_root.to_path_buf(),
             reason: "too long to name a cls_bpf filter (at most about 240 bytes)",
@@ -71,84 +53,78 @@ pub(crate) fn filter_name(pin_root: &Path, program: Program) -> Result<String> {
     Ok(name)
 }
 
-/// A filter as the kernel reports it, reduced to what weft looks at.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Filter {
-    pub ifindex: u32,
-    pub pref: u16,
-    pub protocol: u16,
-    pub handle: u32,
-    pub chain: u32,
-    pub kind: String,
-    /// `TCA_BPF_NAME`, for bpf filters.
-    pub name: Option<String>,
-    /// The program a bpf filter runs.
-    pub prog_id: Option<u32>,
-    pub direct_action: bool,
-}
-
-impl Filter {
-    fn at_our_place(&self) -> bool {
-        self.pref == FILTER_PREF && self.handle == FILTER_HANDLE && self.chain == 0
-    }
-
-    fn is_named(&self, name: &str) -> bool {
-        self.kind == "bpf" && self.name.as_deref() == Some(name)
-    }
-
-    pub fn describe(&self) -> String {
-        match &self.name {
-            Some(name) => format!("{} filter {name:?}", self.kind),
-            None => format!("{} filter", self.kind),
-        }
-    }
-}
-
 /// Who holds weft's place on a device's ingress.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Place {
     Empty,
-    Ours(Filter),
+    /// Our filter, and what it runs.
+    Ours(BpfFilterInfo),
     /// Something else at pref [`FILTER_PREF`] (cls_bpf keeps one kind and protocol
     /// per pref, so any filter there blocks ours).
-    Taken(Filter),
+    Taken(TcFilter),
 }
 
-/// The kernel's answer for `target` (an interface name, for messages) as an [`Error`].
-pub(crate) fn tc_error(op: &'static str, target: &str, e: NlError) -> Error {
-    Error::Tc {
-        op,
-        target: target.to_string(),
-        message: e.message(),
-        source: e.into_io(),
+/// `filter`'s details when it is weft's filter named `name` at weft's place.
+fn as_ours<'f>(filter: &'f TcFilter, name: &str) -> Option<&'f BpfFilterInfo> {
+    let at_our_place =
+        filter.pref == FILTER_PREF && filter.handle == FILTER_HANDLE && filter.chain == 0;
+    filter
+        .bpf
+        .as_ref()
+        .filter(|bpf| at_our_place && bpf.name.as_deref() == Some(name))
+}
+
+fn describe(filter: &TcFilter) -> String {
+    match filter.bpf.as_ref().and_then(|bpf| bpf.name.as_ref()) {
+        Some(name) => format!("{} filter {name:?}", filter.kind),
+        None => format!("{} filter", filter.kind),
     }
 }
 
-pub(crate) fn open_rtnl(target: &str) -> Result<Rtnl> {
-    Rtnl::new().map_err(|e| tc_error("open rtnetlink socket", target, e))
+/// The kernel's answer for `target` (an interface name, for messages) as an
+/// [`Error`]: the errno and the kernel's explanation when it refused, the failure
+/// itself otherwise.
+pub(crate) fn tc_error(op: &'static str, target: &str, e: weft_netlink::Error) -> Error {
+    use weft_netlink::Error as Nl;
+    let (source, message) = match e {
+        Nl::Kernel {
+            errno,
+            kernel_message,
+            ..
+        }
+        | Nl::NotFound {
+            errno,
+            kernel_message,
+            ..
+        } => (io::Error::from_raw_os_error(errno), kernel_message),
+        Nl::Exists { .. } => (io::Error::from_raw_os_error(libc::EEXIST), None),
+        Nl::Io { source, .. } => (source, None),
+        other => {
+            let kind = match other {
+                Nl::Decode { .. } => io::ErrorKind::InvalidData,
+                Nl::DumpInterrupted { .. } => io::ErrorKind::Interrupted,
+                Nl::InvalidInput { .. } => io::ErrorKind::InvalidInput,
+                _ => io::ErrorKind::Other,
+            };
+            (io::Error::new(kind, other.to_string()), None)
+        }
+    };
+    Error::Tc {
+        op,
+        target: target.to_string(),
+        message,
+        source,
+    }
 }
 
-/// The ingress filters of `ifindex` (empty when it has no clsact qdisc).
-pub(crate) fn ingress_filters(rtnl: &mut Rtnl, ifindex: u32) -> Result<Vec<Filter>, NlError> {
-    let request = TcMessage::from_parts(
-        TcHeader {
-            index: ifindex as i32,
-            parent: TcHandle::from(INGRESS_PARENT),
-            ..Default::default()
-        },
-        Vec::new(),
-    );
-    let payloads = rtnl.dump(RouteNetlinkMessage::GetTrafficFilter(request))?;
-    Ok(payloads.iter().filter_map(|p| parse_filter(p)).collect())
+pub(crate) fn open_handle(target: &str) -> Result<Handle> {
+    Handle::new().map_err(|e| tc_error("open rtnetlink socket", target, e))
 }
 
 /// Where weft's filter named `name` would sit on `ifindex`, and who is there.
-pub(crate) fn place(rtnl: &mut Rtnl, ifindex: u32, name: &str) -> Result<Place, NlError> {
-    let filters = ingress_filters(rtnl, ifindex)?;
-    if let Some(ours) = filters
-        .iter()
-        .find(|f| f.at_our_place() && f.is_named(name))
-    {
+pub(crate) fn place(netlink: &mut Handle, ifindex: u32, name: &str) -> weft_netlink::Result<Place> {
+    let filters = netlink.ingress_filters(ifindex)?;
+    if let Some(ours) = filters.iter().find_map(|f| as_ours(f, name)) {
         return Ok(Place::Ours(ours.clone()));
     }
     Ok(
@@ -165,30 +141,35 @@ pub(crate) fn place(rtnl: &mut Rtnl, ifindex: u32, name: &str) -> Result<Place, 
 /// Makes weft's filter on `ifindex` run `prog`: creates the clsact qdisc and the
 /// filter if needed, or swaps the program of the filter already there.
 pub(crate) fn ensure_filter(
-    rtnl: &mut Rtnl,
+    netlink: &mut Handle,
     ifindex: u32,
     ifname: &str,
     name: &str,
     prog: ProgRef<'_>,
 ) -> Result<LinkChange> {
-    match place(rtnl, ifindex, name).map_err(|e| tc_error("filter dump", ifname, e))? {
+    match place(netlink, ifindex, name).map_err(|e| tc_error("filter dump", ifname, e))? {
         Place::Ours(f) if f.prog_id == Some(prog.id) && f.direct_action => {
             Ok(LinkChange::Unchanged)
         }
         Place::Ours(_) => {
-            set_filter(rtnl, ifindex, name, prog, NLM_F_REPLACE)
+            set_filter(netlink, ifindex, name, prog, true)
                 .map_err(|e| tc_error("filter replace", ifname, e))?;
             Ok(LinkChange::Updated)
         }
         Place::Taken(other) => Err(Error::ForeignFilter {
             ifname: ifname.to_string(),
             pref: FILTER_PREF,
-            detail: other.describe(),
+            detail: describe(&other),
         }),
         Place::Empty => {
-            ensure_clsact(rtnl, ifindex).map_err(|e| tc_error("qdisc add clsact", ifname, e))?;
-            // EXCL: a filter that appeared since the dump is not silently overwritten.
-            set_filter(rtnl, ifindex, name, prog, NLM_F_CREATE | NLM_F_EXCL)
+            // A qdisc already there (ours from an earlier pod on this device, or
+            // anyone's) is fine: the filter add says whether it can hold our filter.
+            netlink
+                .ensure_clsact(ifindex)
+                .map_err(|e| tc_error("qdisc add clsact", ifname, e))?;
+            // An add, not a replace: a filter that appeared since the dump is not
+            // silently overwritten.
+            set_filter(netlink, ifindex, name, prog, false)
                 .map_err(|e| tc_error("filter add", ifname, e))?;
             Ok(LinkChange::Created)
         }
@@ -200,16 +181,16 @@ pub(crate) fn ensure_filter(
 /// whether it moved. There is no compare-and-swap for filters; the window between
 /// the dump and the replace is one round trip.
 pub(crate) fn replace_if_running(
-    rtnl: &mut Rtnl,
+    netlink: &mut Handle,
     ifindex: u32,
     ifname: &str,
     name: &str,
     new: ProgRef<'_>,
     expected_old: u32,
 ) -> Result<bool> {
-    match place(rtnl, ifindex, name).map_err(|e| tc_error("filter dump", ifname, e))? {
+    match place(netlink, ifindex, name).map_err(|e| tc_error("filter dump", ifname, e))? {
         Place::Ours(f) if f.prog_id == Some(expected_old) => {
-            set_filter(rtnl, ifindex, name, new, NLM_F_REPLACE)
+            set_filter(netlink, ifindex, name, new, true)
                 .map_err(|e| tc_error("filter replace", ifname, e))?;
             Ok(true)
         }
@@ -220,22 +201,18 @@ pub(crate) fn replace_if_running(
 /// Deletes weft's filter named `name` from `ifindex`, and nothing else. Idempotent:
 /// `Ok(false)` when it is not there (or the device is gone).
 pub(crate) fn remove_filter(
-    rtnl: &mut Rtnl,
+    netlink: &mut Handle,
     ifindex: u32,
     ifname: &str,
     name: &str,
 ) -> Result<bool> {
-    match place(rtnl, ifindex, name) {
+    match place(netlink, ifindex, name) {
         Ok(Place::Ours(_)) => {}
         Ok(_) => return Ok(false),
         Err(e) if is_gone(&e) => return Ok(false),
         Err(e) => return Err(tc_error("filter dump", ifname, e)),
     }
-    let request = TcMessage::from_parts(
-        filter_header(ifindex),
-        vec![TcAttribute::Kind("bpf".to_string())],
-    );
-    match rtnl.request(RouteNetlinkMessage::DelTrafficFilter(request), 0) {
+    match netlink.delete_filter(ifindex, FILTER_PREF, FILTER_HANDLE, FILTER_KIND) {
         Ok(()) => Ok(true),
         Err(e) if is_gone(&e) => Ok(false),
         Err(e) => Err(tc_error("filter delete", ifname, e)),
@@ -246,13 +223,13 @@ pub(crate) fn remove_filter(
 /// `prog`. Returns how many moved.
 pub(crate) fn sweep_filters(name: &str, prog: ProgRef<'_>) -> Result<usize> {
     const TARGET: &str = "every interface";
-    let mut rtnl = open_rtnl(TARGET)?;
+    let mut netlink = open_handle(TARGET)?;
     let mut moved = 0;
     for ifindex in
-        ingress_qdisc_devices(&mut rtnl).map_err(|e| tc_error("qdisc dump", TARGET, e))?
+        ingress_qdisc_devices(&mut netlink).map_err(|e| tc_error("qdisc dump", TARGET, e))?
     {
         let target = format!("ifindex {ifindex}");
-        let current = match place(&mut rtnl, ifindex, name) {
+        let current = match place(&mut netlink, ifindex, name) {
             Ok(Place::Ours(f)) => f,
             Ok(_) => continue,
             // Deleted since the qdisc dump.
@@ -262,7 +239,7 @@ pub(crate) fn sweep_filters(name: &str, prog: ProgRef<'_>) -> Result<usize> {
         if current.prog_id == Some(prog.id) && current.direct_action {
             continue;
         }
-        match set_filter(&mut rtnl, ifindex, name, prog, NLM_F_REPLACE) {
+        match set_filter(&mut netlink, ifindex, name, prog, true) {
             Ok(()) => moved += 1,
             Err(e) if is_gone(&e) => {}
             Err(e) => return Err(tc_error("filter replace", &target, e)),
@@ -273,18 +250,12 @@ pub(crate) fn sweep_filters(name: &str, prog: ProgRef<'_>) -> Result<usize> {
 
 /// The devices that have an ingress-capable qdisc (clsact, or the older `ingress`),
 /// so a sweep only dumps the filters of those.
-fn ingress_qdisc_devices(rtnl: &mut Rtnl) -> Result<Vec<u32>, NlError> {
-    let payloads = rtnl.dump(RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()))?;
-    let mut devices: Vec<u32> = payloads
-        .iter()
-        .filter_map(|p| {
-            let ifindex = rtnl::read_u32(p, 4)?;
-            let attributes = p.get(TCMSG_LEN..)?;
-            let kind = rtnl::attributes_of(attributes)
-                .find(|(k, _)| *k == TCA_KIND)
-                .map(|(_, v)| rtnl::c_string(v))?;
-            matches!(kind.as_str(), "clsact" | "ingress").then_some(ifindex)
-        })
+fn ingress_qdisc_devices(netlink: &mut Handle) -> weft_netlink::Result<Vec<u32>> {
+    let mut devices: Vec<u32> = netlink
+        .qdiscs()?
+        .into_iter()
+        .filter(|q| matches!(q.kind.as_str(), "clsact" | "ingress"))
+        .map(|q| q.index)
         .collect();
     devices.sort_unstable();
     devices.dedup();
@@ -292,166 +263,61 @@ fn ingress_qdisc_devices(rtnl: &mut Rtnl) -> Result<Vec<u32>, NlError> {
 }
 
 /// The device, or the filter, went away under us: for removal and sweeps, done.
-fn is_gone(e: &NlError) -> bool {
+fn is_gone(e: &weft_netlink::Error) -> bool {
     matches!(e.errno(), Some(libc::ENOENT) | Some(libc::ENODEV))
 }
 
-fn ensure_clsact(rtnl: &mut Rtnl, ifindex: u32) -> Result<(), NlError> {
-    let request = TcMessage::from_parts(
-        TcHeader {
-            index: ifindex as i32,
-            parent: TcHandle::from(TC_H_CLSACT),
-            handle: TcHandle::from(CLSACT_HANDLE),
-            ..Default::default()
-        },
-        vec![TcAttribute::Kind("clsact".to_string())],
-    );
-    match rtnl.request(
-        RouteNetlinkMessage::NewQueueDiscipline(request),
-        NLM_F_CREATE | NLM_F_EXCL,
-    ) {
-        // Already there (ours from an earlier pod on this device, or anyone's): the
-        // filter add below says whether it can hold our filter.
-        Err(e) if e.errno() == Some(libc::EEXIST) => Ok(()),
-        other => other,
-    }
-}
-
-fn filter_header(ifindex: u32) -> TcHeader {
-    TcHeader {
-        index: ifindex as i32,
-        parent: TcHandle::from(INGRESS_PARENT),
-        handle: TcHandle::from(FILTER_HANDLE),
-        // TC_H_MAKE(pref << 16, htons(protocol)).
-        info: (u32::from(FILTER_PREF) << 16) | u32::from(ETH_P_ALL.to_be()),
-        ..Default::default()
-    }
-}
-
+/// Writes weft's filter at its place (pref [`FILTER_PREF`], handle
+/// [`FILTER_HANDLE`], protocol all), running `prog` in direct-action mode: the
+/// program's return value is the verdict.
 fn set_filter(
-    rtnl: &mut Rtnl,
+    netlink: &mut Handle,
     ifindex: u32,
     name: &str,
     prog: ProgRef<'_>,
-    flags: u16,
-) -> Result<(), NlError> {
-    let request = TcMessage::from_parts(
-        filter_header(ifindex),
-        vec![
-            TcAttribute::Kind("bpf".to_string()),
-            TcAttribute::Options(vec![
-                TcOption::Bpf(TcFilterBpfOption::ProgFd(prog.fd.as_raw_fd() as u32)),
-                TcOption::Bpf(TcFilterBpfOption::ProgName(name.to_string())),
-                // Direct action: the program's return value is the verdict.
-                TcOption::Bpf(TcFilterBpfOption::Flags(TcBpfFlags::DirectAction)),
-            ]),
-        ],
-    );
-    rtnl.request(RouteNetlinkMessage::NewTrafficFilter(request), flags)
-}
-
-/// Decodes one message of a filter dump; `None` for the per-pref headers the kernel
-/// sends before a pref's filters (handle 0) and for anything malformed.
-fn parse_filter(payload: &[u8]) -> Option<Filter> {
-    let ifindex = rtnl::read_u32(payload, 4)?;
-    let handle = rtnl::read_u32(payload, 8)?;
-    let info = rtnl::read_u32(payload, 16)?;
-    if handle == 0 {
-        return None;
-    }
-    let mut filter = Filter {
-        ifindex,
-        pref: (info >> 16) as u16,
-        protocol: u16::from_be(info as u16),
-        handle,
-        chain: 0,
-        kind: String::new(),
-        name: None,
-        prog_id: None,
-        direct_action: false,
+    replace: bool,
+) -> weft_netlink::Result<()> {
+    let spec = BpfFilterSpec {
+        pref: FILTER_PREF,
+        protocol: ETH_P_ALL,
+        handle: FILTER_HANDLE,
+        prog_fd: prog.fd,
+        name,
+        direct_action: true,
     };
-    let mut options = None;
-    for (kind, value) in rtnl::attributes_of(payload.get(TCMSG_LEN..)?) {
-        match kind {
-            TCA_KIND => filter.kind = rtnl::c_string(value),
-            TCA_CHAIN => filter.chain = rtnl::read_u32(value, 0)?,
-            TCA_OPTIONS => options = Some(value),
-            _ => {}
-        }
-    }
-    if filter.kind == "bpf" {
-        for (kind, value) in rtnl::attributes_of(options.unwrap_or_default()) {
-            match kind {
-                TCA_BPF_NAME => filter.name = Some(rtnl::c_string(value)),
-                TCA_BPF_ID => filter.prog_id = rtnl::read_u32(value, 0),
-                TCA_BPF_FLAGS => {
-                    filter.direct_action =
-                        rtnl::read_u32(value, 0).unwrap_or(0) & TCA_BPF_FLAG_ACT_DIRECT != 0
-                }
-                _ => {}
-            }
-        }
-    }
-    Some(filter)
+    netlink.add_bpf_filter(ifindex, &spec, replace)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn attribute(kind: u16, value: &[u8]) -> Vec<u8> {
-        let len = 4 + value.len();
-        let mut out = Vec::new();
-        out.extend_from_slice(&(len as u16).to_ne_bytes());
-        out.extend_from_slice(&kind.to_ne_bytes());
-        out.extend_from_slice(value);
-        out.resize((len + 3) & !3, 0);
-        out
-    }
-
-    fn tcmsg(ifindex: u32, handle: u32, info: u32) -> Vec<u8> {
-        let mut out = vec![0u8; 4];
-        for field in [ifindex, handle, INGRESS_PARENT, info] {
-            out.extend_from_slice(&field.to_ne_bytes());
-        }
-        out
-    }
-
-    #[test]
-    fn a_dumped_bpf_filter_is_decoded() {
-        let mut msg = tcmsg(7, 1, (1 << 16) | u32::from(ETH_P_ALL.to_be()));
-        msg.extend(attribute(TCA_KIND, b"bpf\0"));
-        msg.extend(attribute(TCA_CHAIN, &0u32.to_ne_bytes()));
-        let mut options = attribute(TCA_BPF_ID, &42u32.to_ne_bytes());
-        options.extend(attribute(TCA_BPF_NAME, b"weft:from_pod@/sys/fs/bpf/weft\0"));
-        options.extend(attribute(TCA_BPF_FLAGS, &1u32.to_ne_bytes()));
-        msg.extend(attribute(TCA_OPTIONS, &options));
-        let f = parse_filter(&msg).expect("decoded");
-        assert_eq!(
-            f,
-            Filter {
-                ifindex: 7,
-                pref: 1,
-                protocol: ETH_P_ALL,
-                handle: 1,
-                chain: 0,
-                kind: "bpf".into(),
-                name: Some("weft:from_pod@/sys/fs/bpf/weft".into()),
+    fn filter(pref: u16, handle: u32, chain: u32, bpf_name: Option<&str>) -> TcFilter {
+        TcFilter {
+            pref,
+            protocol: ETH_P_ALL,
+            handle,
+            chain,
+            kind: if bpf_name.is_some() { "bpf" } else { "u32" }.into(),
+            bpf: bpf_name.map(|name| BpfFilterInfo {
                 prog_id: Some(42),
+                name: Some(name.into()),
                 direct_action: true,
-            }
-        );
-        assert!(f.at_our_place());
-        assert!(f.is_named("weft:from_pod@/sys/fs/bpf/weft"));
-        assert!(!f.is_named("weft:from_pod@/sys/fs/bpf/other"));
+            }),
+        }
     }
 
     #[test]
-    fn pref_headers_and_short_messages_are_skipped() {
-        let mut header = tcmsg(7, 0, 1 << 16);
-        header.extend(attribute(TCA_KIND, b"bpf\0"));
-        assert_eq!(parse_filter(&header), None);
-        assert_eq!(parse_filter(&[0; 10]), None);
+    fn ours_is_the_named_bpf_filter_at_pref_1_handle_1_chain_0() {
+        const NAME: &str = "weft:from_pod@/sys/fs/bpf/weft";
+        assert!(as_ours(&filter(1, 1, 0, Some(NAME)), NAME).is_some());
+        assert!(as_ours(&filter(1, 1, 0, Some(NAME)), "weft:from_pod@/other").is_none());
+        assert!(as_ours(&filter(2, 1, 0, Some(NAME)), NAME).is_none());
+        assert!(as_ours(&filter(1, 2, 0, Some(NAME)), NAME).is_none());
+        assert!(as_ours(&filter(1, 1, 3, Some(NAME)), NAME).is_none());
+        assert!(as_ours(&filter(1, 1, 0, None), NAME).is_none());
+        assert_eq!(describe(&filter(1, 1, 0, Some("x"))), "bpf filter \"x\"");
+        assert_eq!(describe(&filter(1, 0x800, 0, None)), "u32 filter");
     }
 
     #[test]
@@ -469,15 +335,5 @@ mod tests {
             filter_name(Path::new(&long), Program::FromPod),
             Err(Error::InvalidPinRoot { .. })
         ));
-    }
-
-    #[test]
-    fn the_filter_sits_at_pref_1_handle_1_protocol_all_on_clsact_ingress() {
-        let h = filter_header(9);
-        assert_eq!(h.index, 9);
-        assert_eq!(u32::from(h.parent), 0xffff_fff2);
-        assert_eq!(u32::from(h.handle), 1);
-        assert_eq!(h.info >> 16, 1);
-        assert_eq!(u16::from_be(h.info as u16), 0x0003);
     }
 }

@@ -12,11 +12,11 @@ use crate::error::{Error, Result};
 use crate::mode::{self, AttachMode, Backend};
 use crate::pins::PinLayout;
 use crate::programs::Program;
-use crate::rtnl::Rtnl;
 use crate::sys;
 use crate::tcx::{self, LinkChange, ProgRef, SweepReport};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
+use weft_netlink::{BpfFilterInfo, Handle};
 
 /// Where weft's attachment of `program` on `ifname` lives, in both mechanisms.
 #[derive(Clone, Debug)]
@@ -45,8 +45,8 @@ impl<'a> Hook<'a> {
         })
     }
 
-    fn rtnl(&self) -> Result<Rtnl> {
-        clsact::open_rtnl(self.ifname)
+    fn netlink(&self) -> Result<Handle> {
+        clsact::open_handle(self.ifname)
     }
 }
 
@@ -68,7 +68,7 @@ impl Observed {
             .filter(|info| info.ifindex == ifindex && info.attach_type == sys::BPF_TCX_INGRESS)
     }
 
-    pub fn filter(&self) -> Option<&clsact::Filter> {
+    pub fn filter(&self) -> Option<&BpfFilterInfo> {
         match &self.place {
             Place::Ours(f) => Some(f),
             _ => None,
@@ -77,13 +77,13 @@ impl Observed {
 }
 
 pub(crate) fn observe(hook: &Hook<'_>, ifindex: u32) -> Result<Observed> {
-    observe_with(hook, &mut hook.rtnl()?, ifindex)
+    observe_with(hook, &mut hook.netlink()?, ifindex)
 }
 
-fn observe_with(hook: &Hook<'_>, rtnl: &mut Rtnl, ifindex: u32) -> Result<Observed> {
+fn observe_with(hook: &Hook<'_>, netlink: &mut Handle, ifindex: u32) -> Result<Observed> {
     Ok(Observed {
         link: tcx::open_link(&hook.link_pin)?,
-        place: clsact::place(rtnl, ifindex, &hook.filter_name)
+        place: clsact::place(netlink, ifindex, &hook.filter_name)
             .map_err(|e| clsact::tc_error("filter dump", hook.ifname, e))?,
     })
 }
@@ -97,8 +97,8 @@ pub(crate) fn ensure(
     prog: ProgRef<'_>,
     mode: AttachMode,
 ) -> Result<(LinkChange, Backend)> {
-    let mut rtnl = hook.rtnl()?;
-    let observed = observe_with(hook, &mut rtnl, ifindex)?;
+    let mut netlink = hook.netlink()?;
+    let observed = observe_with(hook, &mut netlink, ifindex)?;
     let has_link = observed.live_link(ifindex).is_some();
     let has_filter = observed.filter().is_some();
     drop(observed);
@@ -114,7 +114,7 @@ pub(crate) fn ensure(
             // Both present: the TCX link runs first and may redirect past the
             // filter, so the filter is only confusion; the link stays.
             if has_filter
-                && clsact::remove_filter(&mut rtnl, ifindex, hook.ifname, &hook.filter_name)?
+                && clsact::remove_filter(&mut netlink, ifindex, hook.ifname, &hook.filter_name)?
                 && change == LinkChange::Unchanged
             {
                 change = LinkChange::Updated;
@@ -126,7 +126,7 @@ pub(crate) fn ensure(
             // device) must not keep running.
             tcx::detach_link(&hook.link_pin)?;
             let change =
-                clsact::ensure_filter(&mut rtnl, ifindex, hook.ifname, &hook.filter_name, prog)?;
+                clsact::ensure_filter(&mut netlink, ifindex, hook.ifname, &hook.filter_name, prog)?;
             Ok((change, Backend::Clsact))
         }
     }
@@ -153,7 +153,7 @@ pub(crate) fn follow_replacement(
             }
         }
         Backend::Clsact => clsact::replace_if_running(
-            &mut hook.rtnl()?,
+            &mut hook.netlink()?,
             ifindex,
             hook.ifname,
             &hook.filter_name,
@@ -176,7 +176,13 @@ pub(crate) fn detach(hook: &Hook<'_>) -> Result<()> {
         }
         Err(e) => return Err(e),
     };
-    clsact::remove_filter(&mut hook.rtnl()?, ifindex, hook.ifname, &hook.filter_name).map(drop)
+    clsact::remove_filter(
+        &mut hook.netlink()?,
+        ifindex,
+        hook.ifname,
+        &hook.filter_name,
+    )
+    .map(drop)
 }
 
 /// Moves every attachment of `program` under `pins` to `prog`: the pinned TCX links

@@ -20,8 +20,8 @@
 //! - the agent, through [`Datapath`] ([`Datapath::load_or_adopt`], overlay attach,
 //!   routes, config, counters), built on aya;
 //! - the CNI plugin, through [`pod`] (`ensure_ready`, endpoints, pod attach/detach),
-//!   which only issues a few raw `bpf()` calls on pinned objects (and rtnetlink tc
-//!   requests for the hook).
+//!   which only issues a few raw `bpf()` calls on pinned objects (and, for the
+//!   clsact hook, `weft-netlink`'s tc requests).
 //!
 //! Programs are attached at tc ingress through pinned TCX links (Linux 6.6+) or, on
 //! older kernels, a clsact qdisc and one cls_bpf filter per device ([`AttachMode`];
@@ -38,7 +38,6 @@ mod pinned;
 pub mod pins;
 pub mod pod;
 mod programs;
-mod rtnl;
 mod sys;
 mod tables;
 mod tcx;

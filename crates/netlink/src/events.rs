@@ -110,7 +110,7 @@ fn removal_announced(mut datagram: &[u8], index: u32) -> bool {
                 return true;
             }
         }
-        datagram = &datagram[crate::reply::align4(len).min(datagram.len())..];
+        datagram = &datagram[crate::bytes::align4(len).min(datagram.len())..];
     }
     false
 }

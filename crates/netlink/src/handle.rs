@@ -5,9 +5,10 @@
 //! skipped, so the handle stays usable after any failure. Replies are read with a
 //! size peek first, so no datagram is ever truncated whatever its size.
 
+use crate::bytes::align4;
 use crate::error::{Error, Result};
 use crate::netns::Netns;
-use crate::reply::{self, align4};
+use crate::reply;
 use netlink_packet_core::{
     NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLMSG_DONE, NLMSG_ERROR,
     NLMSG_NOOP, NLMSG_OVERRUN, NLM_F_ACK, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
@@ -121,7 +122,7 @@ impl Handle {
         context: impl FnOnce(&mut Handle) -> String,
     ) -> Result<()> {
         self.encode(message, NLM_F_ACK | flags);
-        match self.exchange(Expect::Ack, &mut |_| {}) {
+        match self.exchange(Expect::Ack, &mut |_| Ok(())) {
             Ok(_) => Ok(()),
             Err(failure) => Err(failure.into_error(context(self))),
         }
@@ -139,8 +140,9 @@ impl Handle {
         let mut echo = None;
         let outcome = self.exchange(Expect::Ack, &mut |m| {
             if echo.is_none() {
-                echo = Some(m);
+                echo = decode(m)?;
             }
+            Ok(())
         });
         match outcome {
             Ok(_) => Ok(echo),
@@ -156,7 +158,10 @@ impl Handle {
     ) -> Result<RouteNetlinkMessage> {
         self.encode(message, 0);
         let mut reply = None;
-        let outcome = self.exchange(Expect::Single, &mut |m| reply = Some(m));
+        let outcome = self.exchange(Expect::Single, &mut |m| {
+            reply = decode(m)?;
+            Ok(())
+        });
         match (outcome, reply) {
             (Ok(_), Some(reply)) => Ok(reply),
             (Ok(_), None) => {
@@ -175,11 +180,48 @@ impl Handle {
         context: impl FnOnce(&mut Handle) -> String,
         mut keep: impl FnMut(RouteNetlinkMessage) -> Option<T>,
     ) -> Result<Vec<T>> {
+        self.dump_messages(message, context, |bytes| {
+            Ok(decode(bytes)?.and_then(&mut keep))
+        })
+    }
+
+    /// Like [`Handle::dump`], but hands `keep` each reply undecoded: its message type
+    /// and the bytes after the netlink header. For objects whose attributes this
+    /// crate's message types cannot always decode (tc filters of any kind), so one
+    /// foreign object never fails the whole dump.
+    pub(crate) fn dump_raw<T>(
+        &mut self,
+        message: RouteNetlinkMessage,
+        context: impl FnOnce(&mut Handle) -> String,
+        mut keep: impl FnMut(u16, &[u8]) -> Option<T>,
+    ) -> Result<Vec<T>> {
+        self.dump_messages(message, context, |bytes| {
+            let buffer =
+                NetlinkBuffer::new_checked(bytes).map_err(|e| Failure::Decode(e.to_string()))?;
+            Ok(keep(buffer.message_type(), buffer.payload()))
+        })
+    }
+
+    /// The dump loop behind both: `keep` maps each object message (netlink header
+    /// included) to what the caller keeps of it.
+    fn dump_messages<T, K>(
+        &mut self,
+        message: RouteNetlinkMessage,
+        context: impl FnOnce(&mut Handle) -> String,
+        mut keep: K,
+    ) -> Result<Vec<T>>
+    where
+        K: FnMut(&[u8]) -> Result<Option<T>, Failure>,
+    {
         self.encode(message, NLM_F_DUMP);
         let mut kept = Vec::new();
         for _ in 0..DUMP_ATTEMPTS {
             kept.clear();
-            match self.exchange(Expect::Dump, &mut |m| kept.extend(keep(m))) {
+            let outcome = self.exchange(Expect::Dump, &mut |m| {
+                kept.extend(keep(m)?);
+                Ok(())
+            });
+            match outcome {
                 Ok(false) => return Ok(kept),
                 Ok(true) => {}
                 Err(failure) => return Err(failure.into_error(context(self))),
@@ -206,11 +248,12 @@ impl Handle {
     }
 
     /// Sends the encoded request under a new sequence number and reads replies until
-    /// `expect` is met. Returns whether a dump was flagged as interrupted.
+    /// `expect` is met, handing each object message (netlink header included) to
+    /// `sink`. Returns whether a dump was flagged as interrupted.
     fn exchange(
         &mut self,
         expect: Expect,
-        sink: &mut dyn FnMut(RouteNetlinkMessage),
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), Failure>,
     ) -> Result<bool, Failure> {
         self.seq = self.seq.wrapping_add(1).max(1);
         NetlinkBuffer::new(&mut self.send_buf[..]).set_sequence_number(self.seq);
@@ -258,11 +301,7 @@ impl Handle {
                         return Ok(interrupted);
                     }
                     _ => {
-                        let parsed = NetlinkMessage::<RouteNetlinkMessage>::deserialize(message)
-                            .map_err(|e| Failure::Decode(e.to_string()))?;
-                        if let NetlinkPayload::InnerMessage(inner) = parsed.payload {
-                            sink(inner);
-                        }
+                        sink(message)?;
                         if expect == Expect::Single {
                             return Ok(false);
                         }
@@ -311,4 +350,15 @@ impl Handle {
             }
         }
     }
+}
+
+/// Decodes one object message of a reply; `None` for a message that carries no
+/// rtnetlink object.
+fn decode(message: &[u8]) -> Result<Option<RouteNetlinkMessage>, Failure> {
+    let parsed = NetlinkMessage::<RouteNetlinkMessage>::deserialize(message)
+        .map_err(|e| Failure::Decode(e.to_string()))?;
+    Ok(match parsed.payload {
+        NetlinkPayload::InnerMessage(inner) => Some(inner),
+        _ => None,
+    })
 }

@@ -1,7 +1,9 @@
 //! weft-netlink: synchronous rtnetlink for the CNI plugin and the node agent.
 //!
 //! No async runtime: a [`Handle`] is a netlink socket bound to one network namespace
-//! and a request/ack/dump loop built on `netlink-packet-route`. Every single-object
+//! and a request/ack/dump loop built on `netlink-packet-route`. It configures links,
+//! addresses, routes, neighbours, VXLAN forwarding entries, and the clsact qdisc with
+//! bpf filters on its ingress (where TCX links are not available). Every single-object
 //! operation is one round trip (no hidden dumps), errors are typed ([`Error`]) and name
 //! the operation and the object, and nothing here runs `ip` or `bridge`.
 //!
@@ -31,6 +33,7 @@
 //! ```
 
 mod address;
+mod bytes;
 mod error;
 mod events;
 mod fdb;
@@ -41,6 +44,7 @@ mod netns;
 mod reply;
 mod route;
 mod sysctl;
+mod tc;
 
 pub use address::AddrFlags;
 pub use error::{Error, Result};
@@ -51,6 +55,7 @@ pub use neigh::{Neighbour, NeighbourState};
 pub use netns::{Netns, NetnsGuard};
 pub use route::{IpFamily, RouteInfo, RouteKind, RouteSpec, Scope, MAIN_TABLE};
 pub use sysctl::{read_sysctl, write_sysctl};
+pub use tc::{BpfFilterInfo, BpfFilterSpec, Qdisc, TcFilter, BPF_FILTER_NAME_MAX, ETH_P_ALL};
 
 /// An Ethernet address.
 pub type Mac = [u8; 6];

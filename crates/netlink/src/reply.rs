@@ -3,7 +3,8 @@
 //! "Nexthop has invalid gateway"). Everything is bounds-checked: the bytes come from
 //! the kernel, but a bug there must not become a panic here.
 
-use netlink_packet_core::{NLA_TYPE_MASK, NLM_F_ACK_TLVS, NLM_F_CAPPED};
+use crate::bytes::{align4, attributes, c_string, read_i32, read_u32};
+use netlink_packet_core::{NLM_F_ACK_TLVS, NLM_F_CAPPED};
 
 /// `NLMSGERR_ATTR_MSG` from linux/netlink.h: a NUL-terminated explanation.
 const NLMSGERR_ATTR_MSG: u16 = 1;
@@ -56,48 +57,17 @@ pub(crate) fn parse_done(flags: u16, payload: &[u8]) -> Status {
 }
 
 /// Finds the human-readable message among extended-ack attributes.
-fn ext_ack_message(mut attributes: &[u8]) -> Option<String> {
-    while let [len_lo, len_hi, kind_lo, kind_hi, ..] = *attributes {
-        let len = usize::from(u16::from_ne_bytes([len_lo, len_hi]));
-        let kind = u16::from_ne_bytes([kind_lo, kind_hi]) & NLA_TYPE_MASK;
-        let value = attributes.get(4..len)?;
-        if kind == NLMSGERR_ATTR_MSG {
-            let text = value.split(|b| *b == 0).next().unwrap_or_default();
-            let text = String::from_utf8_lossy(text).trim().to_string();
-            return (!text.is_empty()).then_some(text);
-        }
-        attributes = attributes.get(align4(len).max(4)..)?;
-    }
-    None
-}
-
-pub(crate) fn align4(len: usize) -> usize {
-    len.saturating_add(3) & !3
-}
-
-fn read_i32(bytes: &[u8], at: usize) -> Option<i32> {
-    let raw = bytes.get(at..at.checked_add(4)?)?;
-    Some(i32::from_ne_bytes(raw.try_into().ok()?))
-}
-
-fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
-    let raw = bytes.get(at..at.checked_add(4)?)?;
-    Some(u32::from_ne_bytes(raw.try_into().ok()?))
+fn ext_ack_message(bytes: &[u8]) -> Option<String> {
+    attributes(bytes)
+        .find(|(kind, _)| *kind == NLMSGERR_ATTR_MSG)
+        .map(|(_, value)| c_string(value))
+        .filter(|text| !text.is_empty())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn nla(kind: u16, value: &[u8]) -> Vec<u8> {
-        let len = 4 + value.len();
-        let mut out = Vec::new();
-        out.extend_from_slice(&(len as u16).to_ne_bytes());
-        out.extend_from_slice(&kind.to_ne_bytes());
-        out.extend_from_slice(value);
-        out.resize(align4(len), 0);
-        out
-    }
+    use crate::bytes::nla;
 
     fn error_payload(code: i32, echoed_header: [u8; 16], tlvs: &[u8]) -> Vec<u8> {
         let mut out = code.to_ne_bytes().to_vec();

@@ -30,6 +30,11 @@ impl Ns {
         self.json("bridge", args)
     }
 
+    /// `tc -j <args>` inside the namespace, parsed.
+    pub fn tc(&self, args: &[&str]) -> Value {
+        self.json("tc", args)
+    }
+
     /// `ip -j -d link show dev <name>`: the one link object.
     pub fn link(&self, name: &str) -> Value {
         let links = self.ip(&["-d", "link", "show", "dev", name]);
