@@ -10,7 +10,7 @@ APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	protobuf-compiler ethtool
 STAMP := target/.deps-installed
 
-.PHONY: deps build test demo lint fmt clean
+.PHONY: deps build release test demo lint fmt clean
 
 deps: $(STAMP)
 
@@ -25,18 +25,25 @@ $(STAMP): Makefile
 	@mkdir -p target && touch $(STAMP)
 
 build: deps
-	$(CARGO) build --release --locked
-	$(CARGO) build --locked --all-targets
+	$(CARGO) build --locked --workspace --all-targets
 
+release: deps
+	$(CARGO) build --locked --release --bin weft
+
+# Everything: formatting and lints first (cheap, and a red lint fails CI like a red test),
+# then every test of every crate. Tests that need root, namespaces, BPF or the container
+# runtimes are real tests and run here.
 test: build
 	@mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
-	$(CARGO) test --locked --workspace -- --nocapture 2>&1 | tee target/test.log; exit $${PIPESTATUS[0]}
-
-lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	$(CARGO) test --locked --workspace 2>&1 | tee target/test.log; exit $${PIPESTATUS[0]}
 
-demo: build
+lint: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+
+demo: release
 	./scripts/demo.sh
 
 fmt:
