@@ -2,7 +2,8 @@
 //! lists, and remove every host-side leftover (veth, datapath entries) of such attachments.
 //! Carries on past individual errors and reports them all at the end.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 
 use weft_cni::{CniError, NetConf};
 use weft_ipam::{Owner, Store};
@@ -33,18 +34,16 @@ pub fn gc(conf: &NetConf, cfg: &PluginConfig) -> Result<Option<String>, CniError
     errors.extend(report.errors.iter().map(|e| format!("ipam: {e}")));
 
     let mut host = Handle::new().map_err(|e| netlink("open netlink", e))?;
-    // Veths of released attachments, found by name, plus any veth of this network whose
-    // alias names an attachment that is not valid (a leftover with no reservation).
-    let mut stale: BTreeSet<(String, Vec<std::net::IpAddr>)> = BTreeSet::new();
-    let mut by_owner: std::collections::BTreeMap<String, Vec<std::net::IpAddr>> =
-        Default::default();
+    // Veths of released attachments (with the addresses to clear from the datapath), plus
+    // any veth of this network whose alias names an attachment that is not valid (a
+    // leftover whose reservation is already gone).
+    let mut stale: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
     for (owner, addr) in &report.released {
-        by_owner
+        stale
             .entry(host_veth_name(&owner.container_id, &owner.ifname))
             .or_default()
             .push(*addr);
     }
-    stale.extend(by_owner);
     match host.links() {
         Ok(links) => {
             for link in links {
@@ -56,7 +55,7 @@ pub fn gc(conf: &NetConf, cfg: &PluginConfig) -> Result<Option<String>, CniError
                 };
                 if network == cfg.network && !valid.contains(&(id.to_string(), ifname.to_string()))
                 {
-                    stale.insert((link.name.clone(), Vec::new()));
+                    stale.entry(link.name.clone()).or_default();
                 }
             }
         }
