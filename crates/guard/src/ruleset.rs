@@ -1,0 +1,142 @@
+//! The canonical fence for a contract: the one table ADD installs and CHECK compares with.
+//!
+//! ```text
+//! table inet weft_guard {
+//!   chain output {
+//!     type filter hook output priority -190; policy drop;
+//!     oifname "lo" accept
+//!     ct state established,related accept
+//!     meta skuid <proxy uid> accept
+//!     ip daddr <allowed> accept / ip6 daddr <allowed> accept     (one per CIDR)
+//!     icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert,
+//!                   mld-listener-report, mld2-listener-report } accept (one rule each)
+//!     counter meta l4proto tcp reject with tcp reset
+//!     counter reject with icmpx admin-prohibited
+//!   }
+//! }
+//! ```
+//!
+//! Why these choices:
+//! - `inet`: one table fences IPv4 and IPv6 alike, whether or not the pod has an IPv6
+//!   address yet.
+//! - priority -190: after conntrack (-200), so `ct state` is known, and before mangle (-150)
+//!   and filter (0), so no ordinary chain runs before the fence.
+//! - reject instead of a silent drop: TCP gets a reset (ECONNREFUSED at once), every other
+//!   protocol an ICMP error, and the sender's `send` fails with EPERM, so no client hangs.
+//!   The `drop` policy is never reached; it is there so a table emptied by someone else
+//!   still refuses.
+//! - ND and MLD: the kernel sends them (no socket owner) for the pod's own IPv6 to work.
+
+use ipnet::IpNet;
+use weft_nft::{
+    icmpv6, ipproto, Chain, ChainSpec, ChainType, CtState, Family, Hook, IcmpxCode, Policy, Rule,
+    RuleBuilder, Table, TableSpec,
+};
+
+use crate::contract::Contract;
+use crate::error::GuardError;
+
+/// The fence's table (family inet).
+pub const TABLE: &str = "weft_guard";
+/// Its only chain.
+pub const CHAIN: &str = "output";
+/// The base chain's priority: see the module docs.
+pub const PRIORITY: i32 = -190;
+/// The table's family.
+pub const FAMILY: Family = Family::Inet;
+
+/// ICMPv6 types every UID may send: neighbour discovery and multicast listener reports.
+pub const ICMPV6_ALLOWED: [u8; 5] = [
+    icmpv6::ND_ROUTER_SOLICIT,
+    icmpv6::ND_NEIGHBOR_SOLICIT,
+    icmpv6::ND_NEIGHBOR_ADVERT,
+    icmpv6::MLD_LISTENER_REPORT,
+    icmpv6::MLD2_LISTENER_REPORT,
+];
+
+/// Index of the `meta skuid` rule in the chain (after loopback and conntrack).
+pub const SKUID_RULE_INDEX: usize = 2;
+
+/// The table for `contract`.
+pub fn canonical(contract: &Contract) -> Result<TableSpec, GuardError> {
+    let inet = || RuleBuilder::new(FAMILY);
+    let mut rules = vec![
+        build(inet().match_oifname("lo").accept())?,
+        build(
+            inet()
+                .match_ct_state(&[CtState::Established, CtState::Related])
+                .accept(),
+        )?,
+        build(inet().match_skuid(contract.proxy_uid).accept())?,
+    ];
+    for net in &contract.allow_cidrs {
+        rules.push(build(inet().match_daddr(*net).accept())?);
+    }
+    for icmp_type in ICMPV6_ALLOWED {
+        rules.push(build(inet().match_icmpv6_type(icmp_type).accept())?);
+    }
+    rules.push(build(
+        inet()
+            .counter()
+            .match_l4proto(ipproto::TCP)
+            .reject_tcp_reset(),
+    )?);
+    rules.push(build(
+        inet().counter().reject_icmpx(IcmpxCode::AdminProhibited),
+    )?);
+    Ok(TableSpec {
+        table: Table::new(FAMILY, TABLE),
+        chains: vec![ChainSpec {
+            chain: Chain::base(
+                CHAIN,
+                ChainType::Filter,
+                Hook::Output,
+                PRIORITY,
+                Policy::Drop,
+            ),
+            rules,
+        }],
+    })
+}
+
+fn build(builder: RuleBuilder) -> Result<Rule, GuardError> {
+    builder
+        .build()
+        .map_err(|e| GuardError::nft("render the fence", e))
+}
+
+/// The CIDRs as text, for state files and messages.
+pub fn cidr_strings(cidrs: &[IpNet]) -> Vec<String> {
+    cidrs.iter().map(IpNet::to_string).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rule_count_follows_the_cidrs() {
+        let contract = Contract {
+            proxy_uid: 1337,
+            allow_cidrs: vec![
+                "10.96.0.10/32".parse().unwrap(),
+                "fd00::/8".parse().unwrap(),
+            ],
+            contract_version: 1,
+        };
+        let spec = canonical(&contract).unwrap();
+        assert_eq!(spec.chains.len(), 1);
+        assert_eq!(spec.chains[0].rules.len(), 3 + 2 + ICMPV6_ALLOWED.len() + 2);
+        let base = spec.chains[0].chain.base.as_ref().unwrap();
+        assert_eq!(
+            (base.hook, base.priority, base.policy),
+            (Hook::Output, -190, Policy::Drop)
+        );
+        let skuid = RuleBuilder::new(FAMILY)
+            .match_skuid(1337)
+            .accept()
+            .build()
+            .unwrap();
+        assert_eq!(spec.chains[0].rules[SKUID_RULE_INDEX], skuid);
+    }
+}

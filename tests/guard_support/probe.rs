@@ -1,0 +1,369 @@
+//! Probes: real sockets opened by a real process with a real UID inside a pod.
+//!
+//! The test binary re-executes itself (running only its `probe_entry` test) inside the pod's
+//! network namespace, as the UID under test; the action comes in `WEFT_GUARD_PROBE` and the
+//! outcome goes out as one `PROBE-RESULT: <outcome>` line. Outcomes are words, not timings:
+//! `connected`, `refused` (ECONNREFUSED), `eperm`, `sent`, `reply`, `timeout`, `error:<errno>`.
+//! Refusals must come back before a short timeout: a fence that silently drops would show
+//! up as `timeout`, never as `refused`/`eperm`.
+//!
+//! Every test binary that uses probes declares:
+//! `#[test] fn probe_entry() { guard_support::probe::entry() }`
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ENV: &str = "WEFT_GUARD_PROBE";
+const RESULT: &str = "PROBE-RESULT: ";
+const READY: &str = "PROBE-READY";
+
+/// How long a refusal may take before the probe calls it a (silent) drop.
+pub const REFUSAL_TIMEOUT_MS: u64 = 1000;
+/// How long an allowed connection may take (a new veth's first SYN can be lost).
+pub const CONNECT_TIMEOUT_MS: u64 = 5000;
+
+/// The probe side: does nothing unless this process was started as a probe.
+pub fn entry() {
+    let Ok(action) = std::env::var(ENV) else {
+        return;
+    };
+    let words: Vec<&str> = action.split_whitespace().collect();
+    let outcome = match words.as_slice() {
+        ["tcp", addr, port, ms] => tcp(parse(addr), parse(port), parse(ms)),
+        ["udp", addr, port] => udp(parse(addr), parse(port)),
+        ["icmp", addr] => icmp(parse(addr)),
+        ["raw", proto, addr] => raw(parse(proto), parse(addr)),
+        ["serve", port] => serve(parse(port)),
+        _ => format!("error:bad-action:{action}"),
+    };
+    // A line of its own: libtest prints the test name on the same line first.
+    println!("\n{RESULT}{outcome}");
+}
+
+fn parse<T: std::str::FromStr>(text: &str) -> T {
+    text.parse()
+        .unwrap_or_else(|_| panic!("probe argument {text:?}"))
+}
+
+/// Runs `action` in `netns` as `uid` (and gid `uid`) and returns its outcome.
+pub fn run(netns: &Path, uid: u32, action: &str) -> String {
+    let out = command(netns, uid, action)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run the probe");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout.lines().find_map(result_of).unwrap_or_else(|| {
+        panic!(
+            "probe {action:?} as uid {uid} gave no result ({}):\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn result_of(line: &str) -> Option<String> {
+    line.strip_prefix(RESULT).map(|r| r.trim().to_string())
+}
+
+fn command(netns: &Path, uid: u32, action: &str) -> Command {
+    let exe = std::env::current_exe().expect("own executable");
+    let mut cmd = weft_testkit::cmd_in(netns, exe);
+    cmd.args(["probe_entry", "--exact", "--nocapture", "--test-threads=1"])
+        .env(ENV, action)
+        .stdin(Stdio::null());
+    if uid != 0 {
+        // After the namespace switch (which needs root): std's own uid()/gid() would run
+        // before the pre_exec hooks and make setns fail.
+        // SAFETY: only async-signal-safe credential system calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setresgid(uid, uid, uid) != 0
+                    || libc::setresuid(uid, uid, uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
+pub fn tcp_action(addr: IpAddr, port: u16, timeout_ms: u64) -> String {
+    format!("tcp {addr} {port} {timeout_ms}")
+}
+
+/// A probe server (`serve`) running in a pod as some UID; it answers one connection.
+pub struct Server {
+    child: Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Server {
+    pub fn start(netns: &Path, uid: u32, port: u16) -> Server {
+        let mut child = command(netns, uid, &format!("serve {port}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the probe server");
+        let stdout = child.stdout.take().expect("server stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) if line.starts_with(READY) => break,
+                Some(Ok(line)) if result_of(&line).is_some() => {
+                    panic!("probe server failed: {line}")
+                }
+                Some(Ok(_)) => continue,
+                _ => panic!("probe server exited before listening"),
+            }
+        }
+        Server { child, lines }
+    }
+
+    /// Waits for the server's outcome (`served` once it answered a connection).
+    pub fn finish(mut self) -> String {
+        let outcome = self
+            .lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| result_of(&l))
+            .unwrap_or_else(|| "error:no-result".into());
+        let _ = self.child.wait();
+        outcome
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn errno_word(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EPERM) => "eperm".into(),
+        Some(libc::ECONNREFUSED) => "refused".into(),
+        Some(libc::EACCES) => "eacces".into(),
+        Some(code) => format!("error:{:?}", nix::errno::Errno::from_raw(code)),
+        None if e.kind() == std::io::ErrorKind::TimedOut
+            || e.kind() == std::io::ErrorKind::WouldBlock =>
+        {
+            "timeout".into()
+        }
+        None => format!("error:{e}"),
+    }
+}
+
+fn tcp(addr: IpAddr, port: u16, timeout_ms: u64) -> String {
+    let target = SocketAddr::new(addr, port);
+    match TcpStream::connect_timeout(&target, Duration::from_millis(timeout_ms)) {
+        Ok(mut conn) => {
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = conn.write_all(b"ping");
+            let mut buf = [0u8; 4];
+            match conn.read_exact(&mut buf) {
+                Ok(()) if &buf == b"pong" => "connected".into(),
+                Ok(()) => "error:bad-greeting".into(),
+                Err(e) => format!("connected-but-{}", errno_word(&e)),
+            }
+        }
+        Err(e) => errno_word(&e),
+    }
+}
+
+fn udp(addr: IpAddr, port: u16) -> String {
+    let bind: SocketAddr = if addr.is_ipv6() {
+        "[::]:0".parse().unwrap_or_else(|_| unreachable!())
+    } else {
+        "0.0.0.0:0".parse().unwrap_or_else(|_| unreachable!())
+    };
+    let socket = match UdpSocket::bind(bind) {
+        Ok(s) => s,
+        Err(e) => return format!("socket-{}", errno_word(&e)),
+    };
+    match socket.send_to(b"probe", (addr, port)) {
+        Ok(_) => "sent".into(),
+        Err(e) => errno_word(&e),
+    }
+}
+
+fn icmp(addr: IpAddr) -> String {
+    // An ICMP echo "ping socket": allowed to unprivileged groups by ping_group_range.
+    let (family, proto, echo_type, level, recverr) = match addr {
+        IpAddr::V4(_) => (
+            libc::AF_INET,
+            libc::IPPROTO_ICMP,
+            8u8,
+            libc::SOL_IP,
+            libc::IP_RECVERR,
+        ),
+        IpAddr::V6(_) => (
+            libc::AF_INET6,
+            libc::IPPROTO_ICMPV6,
+            128u8,
+            libc::SOL_IPV6,
+            libc::IPV6_RECVERR,
+        ),
+    };
+    let socket = match raw_socket(family, libc::SOCK_DGRAM, proto) {
+        Ok(s) => s,
+        Err(e) => return format!("socket-{}", errno_word(&e)),
+    };
+    // Like ping(8): report ICMP errors to the sender. An IPv6 ping socket never sees the
+    // EPERM of a refused send (the kernel drops it), only the ICMPv6 error the fence sends.
+    let on: libc::c_int = 1;
+    // SAFETY: the option value is an int of the size given.
+    unsafe {
+        libc::setsockopt(
+            socket.raw(),
+            level,
+            recverr,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    let packet = [echo_type, 0, 0, 0, 0, 0, 0, 1];
+    if let Err(e) = send_to(&socket, &packet, addr) {
+        return errno_word(&e);
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut buf = [0u8; 64];
+    while Instant::now() < deadline {
+        // SAFETY: buf is writable for its length; MSG_DONTWAIT never blocks.
+        let n = unsafe {
+            libc::recv(
+                socket.raw(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n > 0 {
+            return "reply".into();
+        }
+        let e = std::io::Error::last_os_error();
+        if n < 0 && e.raw_os_error() != Some(libc::EAGAIN) {
+            // An ICMP error came back for the echo: refused by an unreachable.
+            return format!(
+                "rejected:{:?}",
+                nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0))
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    "timeout".into()
+}
+
+fn raw(proto: i32, addr: IpAddr) -> String {
+    let family = if addr.is_ipv6() {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
+    let socket = match raw_socket(family, libc::SOCK_RAW, proto) {
+        Ok(s) => s,
+        Err(e) => return format!("socket-{}", errno_word(&e)),
+    };
+    match send_to(&socket, b"weft raw probe payload", addr) {
+        Ok(()) => "sent".into(),
+        Err(e) => errno_word(&e),
+    }
+}
+
+fn serve(port: u16) -> String {
+    let listener = match TcpListener::bind(("::", port)) {
+        Ok(l) => l,
+        Err(e) => return format!("bind-{}", errno_word(&e)),
+    };
+    println!("\n{READY}");
+    let _ = std::io::stdout().flush();
+    match listener.accept() {
+        Ok((mut conn, _)) => {
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut buf = [0u8; 4];
+            if conn.read_exact(&mut buf).is_err() {
+                return "error:no-request".into();
+            }
+            match conn.write_all(b"pong") {
+                Ok(()) => "served".into(),
+                Err(e) => format!("reply-{}", errno_word(&e)),
+            }
+        }
+        Err(e) => errno_word(&e),
+    }
+}
+
+struct Fd(i32);
+
+impl Fd {
+    fn raw(&self) -> i32 {
+        self.0
+    }
+}
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: we own this descriptor.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn raw_socket(family: i32, kind: i32, proto: i32) -> std::io::Result<Fd> {
+    // SAFETY: plain socket(2) call.
+    let fd = unsafe { libc::socket(family, kind | libc::SOCK_CLOEXEC, proto) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(Fd(fd))
+}
+
+fn send_to(socket: &Fd, payload: &[u8], addr: IpAddr) -> std::io::Result<()> {
+    let rc = match addr {
+        IpAddr::V4(v4) => {
+            // SAFETY: zeroed sockaddr_in, then filled; passed with its exact size.
+            let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            sa.sin_family = libc::AF_INET as libc::sa_family_t;
+            sa.sin_addr.s_addr = u32::from_ne_bytes(v4.octets());
+            // SAFETY: payload and sa are valid for the lengths given.
+            unsafe {
+                libc::sendto(
+                    socket.raw(),
+                    payload.as_ptr().cast(),
+                    payload.len(),
+                    0,
+                    (&sa as *const libc::sockaddr_in).cast(),
+                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                )
+            }
+        }
+        IpAddr::V6(v6) => {
+            // SAFETY: zeroed sockaddr_in6, then filled; passed with its exact size.
+            let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+            sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sa.sin6_addr.s6_addr = v6.octets();
+            // SAFETY: payload and sa are valid for the lengths given.
+            unsafe {
+                libc::sendto(
+                    socket.raw(),
+                    payload.as_ptr().cast(),
+                    payload.len(),
+                    0,
+                    (&sa as *const libc::sockaddr_in6).cast(),
+                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+                )
+            }
+        }
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! The fence as a workload feels it: chained after Debian's bridge in a simulated node, an
+//! opted-in pod's proxy UID reaches the world while every other UID, root included, is
+//! refused at once for TCP, UDP, ICMP and raw IP, over IPv4 and IPv6; loopback and replies
+//! of established flows keep working; DEL lifts the fence.
+
+mod guard_support;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use guard_support::probe::{self, Server, CONNECT_TIMEOUT_MS, REFUSAL_TIMEOUT_MS};
+use guard_support::*;
+use serde_json::json;
+
+#[test]
+fn probe_entry() {
+    probe::entry();
+}
+
+fn tcp(pod: &Pod, uid: u32, addr: IpAddr, port: u16, timeout_ms: u64) -> String {
+    probe::run(pod.path(), uid, &probe::tcp_action(addr, port, timeout_ms))
+}
+
+/// Refused at once: EPERM on send (IPv4 ICMP), or the fence's ICMP "administratively
+/// prohibited" (EACCES) coming back (IPv6 ping sockets never see the EPERM).
+fn assert_refused(outcome: &str, what: &str) {
+    assert!(
+        outcome == "eperm" || outcome == "rejected:EACCES",
+        "{what}: {outcome} is not a refusal"
+    );
+}
+
+#[test]
+fn dual_stack_pod_is_fenced_to_its_proxy_uid() {
+    let lab = Lab::new("tr");
+    let world = PongServer::start(lab.world.path());
+    let pod = lab.pod("agent-1").with_annotations(opted_in(PROXY_UID));
+    let chain = lab.guarded_chain(true, json!({}));
+    let result = chain.add(&pod.att).expect("ADD bridge + guard");
+    let pod_v4 = pod.address(false).expect("pod has an IPv4 address");
+    let pod_v6 = pod.address(true).expect("pod has an IPv6 address");
+    assert!(lab.has_fence(&pod));
+    let v4 = IpAddr::V4(WORLD_V4);
+    let v6 = IpAddr::V6(WORLD_V6);
+
+    // The proxy UID opens new flows of every kind.
+    for addr in [v4, v6] {
+        assert_eq!(
+            tcp(&pod, PROXY_UID, addr, world.port, CONNECT_TIMEOUT_MS),
+            "connected",
+            "proxy tcp {addr}"
+        );
+        assert_eq!(
+            probe::run(pod.path(), PROXY_UID, &format!("udp {addr} 9")),
+            "sent",
+            "proxy udp {addr}"
+        );
+        assert_eq!(
+            probe::run(pod.path(), PROXY_UID, &format!("icmp {addr}")),
+            "reply",
+            "proxy ping {addr}"
+        );
+    }
+
+    // Everyone else, root included, is refused at once.
+    for uid in [OTHER_UID, 0] {
+        for addr in [v4, v6] {
+            assert_eq!(
+                tcp(&pod, uid, addr, world.port, REFUSAL_TIMEOUT_MS),
+                "refused",
+                "uid {uid} tcp {addr}"
+            );
+            assert_eq!(
+                probe::run(pod.path(), uid, &format!("udp {addr} 53")),
+                "eperm",
+                "uid {uid} udp {addr}"
+            );
+            assert_refused(
+                &probe::run(pod.path(), uid, &format!("icmp {addr}")),
+                &format!("uid {uid} ping {addr}"),
+            );
+        }
+    }
+    // Every other protocol: raw IP with SCTP's number and an experimental one (root only
+    // can open raw sockets).
+    for proto in [132, 253] {
+        for addr in [v4, v6] {
+            assert_eq!(
+                probe::run(pod.path(), 0, &format!("raw {proto} {addr}")),
+                "eperm",
+                "raw {proto} {addr}"
+            );
+        }
+    }
+
+    // Loopback works for every UID.
+    let local = PongServer::start(pod.path());
+    for uid in [OTHER_UID, 0, PROXY_UID] {
+        for addr in [
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ] {
+            assert_eq!(
+                tcp(&pod, uid, addr, local.port, CONNECT_TIMEOUT_MS),
+                "connected",
+                "uid {uid} loopback {addr}"
+            );
+        }
+    }
+
+    // A server in the pod running as UID 1000 answers a connection from the world: the
+    // replies of a flow the world opened pass.
+    for (port, addr) in [(8080, pod_v4), (8081, pod_v6)] {
+        let server = Server::start(pod.path(), OTHER_UID, port);
+        ping_pong_from(lab.world.path(), addr, port)
+            .unwrap_or_else(|e| panic!("world -> pod {addr}: {e}"));
+        assert_eq!(server.finish(), "served");
+    }
+
+    chain
+        .check(&pod.att, &result)
+        .expect("CHECK of an intact fence");
+    chain.del(&pod.att, Some(&result)).expect("DEL");
+    assert!(!lab.has_fence(&pod), "DEL removed the fence");
+}
+
+#[test]
+fn del_lifts_the_fence() {
+    let lab = Lab::new("dl");
+    let world = PongServer::start(lab.world.path());
+    let pod = lab.pod("agent-2").with_annotations(opted_in(PROXY_UID));
+    let chain = lab.guarded_chain(false, json!({}));
+    let result = chain.add(&pod.att).expect("ADD");
+    let v4 = IpAddr::V4(WORLD_V4);
+    assert_eq!(
+        tcp(&pod, OTHER_UID, v4, world.port, REFUSAL_TIMEOUT_MS),
+        "refused"
+    );
+    // DEL of the guard alone (the bridge stays): the pod is plain again.
+    let guard_only = lab.chain("1.0.0", vec![lab.guard(json!({}))]);
+    guard_only.del(&pod.att, Some(&result)).expect("DEL guard");
+    assert_eq!(
+        tcp(&pod, OTHER_UID, v4, world.port, CONNECT_TIMEOUT_MS),
+        "connected"
+    );
+    guard_only
+        .del(&pod.att, Some(&result))
+        .expect("DEL is idempotent");
+    chain.del(&pod.att, None).expect("DEL without prevResult");
+}
+
+#[test]
+fn ipv4_only_pod_is_fenced_for_ipv6_too() {
+    let lab = Lab::new("v4");
+    let pod = lab.pod("agent-3").with_annotations(opted_in(PROXY_UID));
+    let chain = lab.guarded_chain(false, json!({}));
+    chain.add(&pod.att).expect("ADD");
+    assert_eq!(pod.address(true), None, "no IPv6 address yet");
+    assert!(lab.has_fence(&pod));
+
+    let local = PongServer::start(pod.path());
+    assert_eq!(
+        tcp(
+            &pod,
+            OTHER_UID,
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+            local.port,
+            CONNECT_TIMEOUT_MS
+        ),
+        "connected",
+        "IPv6 loopback stays open"
+    );
+
+    // IPv6 arrives later (an address and an on-link default route): it is fenced already.
+    pod.ns
+        .ip(&["-6", "addr", "add", "fd77::99/64", "dev", "eth0", "nodad"]);
+    pod.ns.ip(&["-6", "route", "add", "default", "dev", "eth0"]);
+    let v6 = IpAddr::V6(WORLD_V6);
+    let r = probe::run(pod.path(), OTHER_UID, &format!("udp {v6} 53"));
+    assert_eq!(r, "eperm");
+    assert_eq!(tcp(&pod, OTHER_UID, v6, 80, REFUSAL_TIMEOUT_MS), "refused");
+    assert_refused(
+        &probe::run(pod.path(), OTHER_UID, &format!("icmp {v6}")),
+        "ping",
+    );
+    // The route works: the proxy's datagram leaves.
+    assert_eq!(
+        probe::run(pod.path(), PROXY_UID, &format!("udp {v6} 53")),
+        "sent"
+    );
+}
