@@ -26,6 +26,8 @@ enum Cmd {
     /// Side-by-side benchmarks against a baseline measured in the same run.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Report this node's weft: CNI configuration, plugins, datapath, agent, egress guard.
+    Status(crate::status::StatusArgs),
     /// Print the version.
     Version,
 }
@@ -51,6 +53,13 @@ pub fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Cni(args)) => bench::cni::run(&args),
         Cmd::Bench(BenchCmd::Guard(args)) => bench::guard::run(&args),
         Cmd::Bench(BenchCmd::Datapath(args)) => bench::datapath::run(&args),
+        Cmd::Status(args) => match crate::status::run(&args) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(anyhow::anyhow!(
+                "something weft is configured to use is missing or broken (see above)"
+            )),
+            Err(e) => Err(e),
+        },
         Cmd::Version => {
             println!("weft {}", env!("CARGO_PKG_VERSION"));
             Ok(())

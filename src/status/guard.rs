@@ -3,13 +3,9 @@
 //! does the kernel have what the fence needs (checked by installing and reading back a
 //! fence in a throw-away network namespace)?
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 
-use serde_json::Value;
-
-/// The plugin type the guard registers under.
-pub const GUARD_TYPE: &str = "weft-guard";
+pub use crate::plugin::GUARD_TYPE;
 
 /// Where to look.
 #[derive(Debug, Clone)]
@@ -29,15 +25,7 @@ impl Default for Options {
     }
 }
 
-/// One network configuration file that chains the guard.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Chained {
-    pub file: PathBuf,
-    pub network: String,
-    /// 0-based position of the guard among the file's plugins, and how many there are.
-    pub position: usize,
-    pub plugins: usize,
-}
+pub use super::cni::Chained;
 
 /// What `weft status` reports about the guard.
 #[derive(Debug, Clone)]
@@ -70,99 +58,14 @@ impl GuardStatus {
 
 /// Looks at the node as `options` describe it.
 pub fn check(options: &Options) -> GuardStatus {
-    let (active_file, chained, unreadable) = scan_configs(&options.conf_dir);
+    let scan = super::cni::scan_configs(&options.conf_dir);
     GuardStatus {
-        active_file,
-        chained,
-        unreadable,
-        binary: check_binary(&options.bin_dirs),
+        chained: scan.chaining(GUARD_TYPE),
+        active_file: scan.active,
+        unreadable: scan.unreadable,
+        binary: super::cni::check_binary(&options.bin_dirs, GUARD_TYPE),
         kernel: weft_guard::selftest::kernel_features().map_err(|e| e.to_string()),
     }
-}
-
-type Scan = (Option<PathBuf>, Vec<Chained>, Vec<(PathBuf, String)>);
-
-fn scan_configs(dir: &Path) -> Scan {
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                matches!(
-                    p.extension().and_then(|e| e.to_str()),
-                    Some("conflist" | "conf" | "json")
-                )
-            })
-            .collect(),
-        Err(e) => return (None, Vec::new(), vec![(dir.to_path_buf(), e.to_string())]),
-    };
-    // libcni (and so containerd and CRI-O) use the first file in name order.
-    files.sort();
-    let mut chained = Vec::new();
-    let mut unreadable = Vec::new();
-    for file in &files {
-        let parsed = std::fs::read(file)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string()));
-        let value = match parsed {
-            Ok(value) => value,
-            Err(e) => {
-                unreadable.push((file.clone(), e));
-                continue;
-            }
-        };
-        let network = value
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        // A .conf holds one plugin; a .conflist a list.
-        let plugins: Vec<&Value> = match value.get("plugins").and_then(Value::as_array) {
-            Some(list) => list.iter().collect(),
-            None => vec![&value],
-        };
-        if let Some(position) = plugins
-            .iter()
-            .position(|p| p.get("type").and_then(Value::as_str) == Some(GUARD_TYPE))
-        {
-            chained.push(Chained {
-                file: file.clone(),
-                network,
-                position,
-                plugins: plugins.len(),
-            });
-        }
-    }
-    (files.first().cloned(), chained, unreadable)
-}
-
-fn check_binary(dirs: &[PathBuf]) -> Result<(PathBuf, String), String> {
-    let path = dirs
-        .iter()
-        .map(|d| d.join(GUARD_TYPE))
-        .find(|p| p.is_file())
-        .ok_or_else(|| format!("{GUARD_TYPE} not found in {dirs:?}"))?;
-    let out = Command::new(&path)
-        .env_clear()
-        .env("CNI_COMMAND", "VERSION")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let answer: Value = serde_json::from_str(&text)
-        .map_err(|_| format!("{} VERSION printed {text:?}", path.display()))?;
-    let supported = answer
-        .get("supportedVersions")
-        .and_then(Value::as_array)
-        .filter(|list| !list.is_empty())
-        .ok_or_else(|| {
-            format!(
-                "{} VERSION has no supportedVersions: {text}",
-                path.display()
-            )
-        })?;
-    let versions: Vec<&str> = supported.iter().filter_map(Value::as_str).collect();
-    Ok((path, versions.join(", ")))
 }
 
 impl std::fmt::Display for GuardStatus {
@@ -239,7 +142,12 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.join("30-broken.conflist"), "{").unwrap();
-        let (active, chained, unreadable) = scan_configs(&dir);
+        let scan = super::super::cni::scan_configs(&dir);
+        let (active, chained, unreadable) = (
+            scan.active.clone(),
+            scan.chaining(GUARD_TYPE),
+            scan.unreadable.clone(),
+        );
         assert_eq!(active, Some(dir.join("10-weft.conflist")));
         assert_eq!(chained.len(), 2);
         assert_eq!((chained[0].position, chained[0].plugins), (1, 2));
