@@ -27,7 +27,7 @@ pub fn install(sock: &NftSocket, spec: &TableSpec, fault: Option<Step>) -> Resul
     let mut batch = if exists {
         weft_nft::replace_batch(spec)
     } else {
-        create_batch(spec)
+        weft_nft::create_batch(spec)
     };
     if fault == Some(Step::InBatch) {
         // Deleting a table that does not exist: the kernel refuses the whole transaction.
@@ -36,22 +36,6 @@ pub fn install(sock: &NftSocket, spec: &TableSpec, fault: Option<Step>) -> Resul
     batch
         .send(sock)
         .map_err(|e| GuardError::nft(format!("install table {FAMILY} {TABLE}"), e))
-}
-
-/// The table, its chains and their rules, added to a namespace that has no such table.
-fn create_batch(spec: &TableSpec) -> Batch {
-    let table = &spec.table;
-    let mut batch = Batch::new();
-    batch.add_table(table);
-    for c in &spec.chains {
-        batch.add_chain(table.family, &table.name, &c.chain);
-    }
-    for c in &spec.chains {
-        for rule in &c.rules {
-            batch.add_rule(table.family, &table.name, &c.chain.name, rule);
-        }
-    }
-    batch
 }
 
 /// Removes the fence if it is there (idempotent). An absent table costs one listing and

@@ -36,4 +36,4 @@ pub use model::{
     Policy, Rule, Table, TableSpec, Verdict,
 };
 pub use socket::NftSocket;
-pub use table::replace_batch;
+pub use table::{create_batch, replace_batch};

@@ -92,6 +92,23 @@ pub fn replace_batch(spec: &TableSpec) -> Batch {
         .add_table(&Table::new(table.family, &table.name))
         .delete_table(table.family, &table.name)
         .add_table(table);
+    add_contents(&mut batch, spec);
+    batch
+}
+
+/// A batch that creates the table with its chains and rules in a namespace that has no
+/// such table. It deletes nothing, so the kernel commits it without the grace period a
+/// deleting transaction waits for (milliseconds on a busy machine); it fails (EEXIST)
+/// rather than replace a table that is already there.
+pub fn create_batch(spec: &TableSpec) -> Batch {
+    let mut batch = Batch::new();
+    batch.add_table(&spec.table);
+    add_contents(&mut batch, spec);
+    batch
+}
+
+fn add_contents(batch: &mut Batch, spec: &TableSpec) {
+    let table = &spec.table;
     for c in &spec.chains {
         batch.add_chain(table.family, &table.name, &c.chain);
     }
@@ -100,5 +117,4 @@ pub fn replace_batch(spec: &TableSpec) -> Batch {
             batch.add_rule(table.family, &table.name, &c.chain.name, rule);
         }
     }
-    batch
 }

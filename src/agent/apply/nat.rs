@@ -19,7 +19,8 @@ pub const NAT_TABLE_V4: &str = "weft_nat";
 pub const NAT_TABLE_V6: &str = "weft_nat6";
 pub const RAW_TABLE: &str = "weft_raw";
 
-fn nat_spec(family: Family, name: &str, cluster: IpNet) -> anyhow::Result<TableSpec> {
+/// The masquerade table for one family's cluster CIDR.
+pub fn nat_spec(family: Family, name: &str, cluster: IpNet) -> anyhow::Result<TableSpec> {
     Ok(TableSpec {
         table: weft_nft::Table::new(family, name),
         chains: vec![ChainSpec {
@@ -39,7 +40,8 @@ fn nat_spec(family: Family, name: &str, cluster: IpNet) -> anyhow::Result<TableS
     })
 }
 
-fn raw_spec(port: u16) -> anyhow::Result<TableSpec> {
+/// The notrack table for the overlay's UDP port.
+pub fn raw_spec(port: u16) -> anyhow::Result<TableSpec> {
     let chain = |name: &str, hook| -> anyhow::Result<ChainSpec> {
         Ok(ChainSpec {
             chain: Chain::base(name, ChainType::Filter, hook, priority::RAW, Policy::Accept),

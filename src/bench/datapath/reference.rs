@@ -209,44 +209,10 @@ pub fn add_peer(node: &RefNode, peer: &RefNode) -> anyhow::Result<()> {
 /// and the tables are not free: once a NAT table exists, every packet in the namespace,
 /// every received tunnel packet included, passes the conntrack and NAT hooks.
 pub fn add_netfilter(node: &RefNode) -> anyhow::Result<()> {
-    use weft_nft::{
-        priority, Chain, ChainSpec, ChainType, Family, Hook, NftSocket, Policy, RuleBuilder, Table,
-        TableSpec,
-    };
-    let cluster = IpNet::V4(CLUSTER);
-    let nat = TableSpec {
-        table: Table::new(Family::Ip, "weft_nat"),
-        chains: vec![ChainSpec {
-            chain: Chain::base(
-                "postrouting",
-                ChainType::Nat,
-                Hook::Postrouting,
-                priority::SRCNAT,
-                Policy::Accept,
-            ),
-            rules: vec![RuleBuilder::new(Family::Ip)
-                .match_saddr(cluster)
-                .match_daddr_not(cluster)
-                .masquerade()
-                .build()?],
-        }],
-    };
-    let notrack = |name: &str, hook| -> anyhow::Result<ChainSpec> {
-        Ok(ChainSpec {
-            chain: Chain::base(name, ChainType::Filter, hook, priority::RAW, Policy::Accept),
-            rules: vec![RuleBuilder::new(Family::Inet)
-                .match_udp_dport(PORT)
-                .notrack()
-                .build()?],
-        })
-    };
-    let raw = TableSpec {
-        table: Table::new(Family::Inet, "weft_raw"),
-        chains: vec![
-            notrack("prerouting", Hook::Prerouting)?,
-            notrack("output", Hook::Output)?,
-        ],
-    };
+    use crate::agent::apply::nat::{nat_spec, raw_spec, NAT_TABLE_V4};
+    use weft_nft::{Family, NftSocket};
+    let nat = nat_spec(Family::Ip, NAT_TABLE_V4, IpNet::V4(CLUSTER))?;
+    let raw = raw_spec(PORT)?;
     let sock = NftSocket::open_in_netns(&node.netns)?;
     for spec in [raw, nat] {
         sock.replace_table(&spec)
