@@ -15,7 +15,7 @@ pub mod tcp;
 use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{json, Value};
@@ -57,66 +57,7 @@ impl Drop for TempDir {
 }
 
 /// What one plugin invocation printed, with its exit status.
-#[derive(Debug, Clone)]
-pub struct Reply {
-    pub status: ExitStatus,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Reply {
-    fn from_output(out: std::process::Output) -> Reply {
-        Reply {
-            status: out.status,
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    pub fn success(&self) -> bool {
-        self.status.success()
-    }
-
-    /// Stdout as JSON; fails the test with the whole reply when it is not JSON.
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
-    }
-
-    /// The CNI error code printed on stdout, if stdout is an error object.
-    pub fn code(&self) -> Option<u64> {
-        serde_json::from_str::<Value>(&self.stdout)
-            .ok()?
-            .get("code")?
-            .as_u64()
-    }
-
-    /// The error message printed on stdout (empty when there is none).
-    pub fn msg(&self) -> String {
-        serde_json::from_str::<Value>(&self.stdout)
-            .ok()
-            .and_then(|v| v.get("msg").and_then(Value::as_str).map(str::to_owned))
-            .unwrap_or_default()
-    }
-
-    /// Asserts success and returns the reply for chaining.
-    #[track_caller]
-    pub fn ok(self, what: &str) -> Reply {
-        assert!(self.success(), "{what} failed: {self:#?}");
-        self
-    }
-
-    /// Asserts a failure with `code` on stdout and returns the message.
-    #[track_caller]
-    pub fn fails_with(&self, code: u64, what: &str) -> String {
-        assert!(
-            !self.success(),
-            "{what} succeeded, expected code {code}: {self:#?}"
-        );
-        assert_eq!(self.code(), Some(code), "{what}: wrong code: {self:#?}");
-        self.msg()
-    }
-}
+pub use weft_testkit::PluginReply as Reply;
 
 /// A simulated node: a network namespace with addresses on its loopback, and a data dir.
 pub struct Node {

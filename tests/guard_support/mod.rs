@@ -317,45 +317,7 @@ impl Pod {
 }
 
 /// What one plugin invocation printed, with its exit status.
-#[derive(Debug, Clone)]
-pub struct Reply {
-    pub status: std::process::ExitStatus,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Reply {
-    fn from_output(out: std::process::Output) -> Reply {
-        Reply {
-            status: out.status,
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    pub fn success(&self) -> bool {
-        self.status.success()
-    }
-
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
-    }
-
-    /// Asserts a failure and returns (code, message).
-    #[track_caller]
-    pub fn failure(&self, what: &str) -> (u64, String) {
-        assert!(!self.success(), "{what} succeeded: {self:#?}");
-        let v = self.json();
-        (
-            v.get("code").and_then(Value::as_u64).unwrap_or_default(),
-            v.get("msg")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        )
-    }
-}
+pub use weft_testkit::PluginReply as Reply;
 
 /// The message of a chain error (to look for the guard's words in it).
 pub fn chain_error(result: Result<impl std::fmt::Debug, weft::chain::ChainError>) -> String {

@@ -10,9 +10,11 @@
 
 mod netns;
 mod process;
+mod reply;
 
 pub use netns::{Netns, VethPair};
 pub use process::{cmd_in, run, run_ok, run_ok_in, Output};
+pub use reply::PluginReply;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
