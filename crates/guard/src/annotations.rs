@@ -70,7 +70,7 @@ pub fn resolve(env: &Env, conf: &NetConf, config: &GuardConfig) -> Result<Resolv
         .kubeconfig
         .as_deref()
         .ok_or_else(|| GuardError::config("kubeconfig", "missing"))?;
-    let target = ApiTarget::from_kubeconfig(kubeconfig).map_err(api_error)?;
+    let target = ApiTarget::from_kubeconfig(kubeconfig).map_err(|e| api_error(e.into()))?;
     let timeouts = Timeouts {
         connect: config.api_connect_timeout,
         total: config.api_timeout,

@@ -1,4 +1,5 @@
-//! A small blocking Kubernetes client: enough to read one pod's annotations.
+//! A small blocking Kubernetes client: enough to read one pod's annotations. Where it sends
+//! the request and how it authenticates comes from `weft-kubeconfig`, shared with the agent.
 //!
 //! No tokio on the CNI path: one request with [`ureq`] (rustls, ring), bounded by a connect
 //! timeout and a total timeout. Every failure is an [`ApiError`]; the caller fails closed.
@@ -48,6 +49,15 @@ impl ApiError {
             ApiError::Timeout { .. } | ApiError::Unreachable { .. } => true,
             ApiError::Status { status, .. } => *status == 429 || *status >= 500,
             _ => false,
+        }
+    }
+}
+
+impl From<weft_kubeconfig::KubeconfigError> for ApiError {
+    fn from(e: weft_kubeconfig::KubeconfigError) -> ApiError {
+        ApiError::Kubeconfig {
+            path: e.path,
+            reason: e.reason,
         }
     }
 }
