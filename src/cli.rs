@@ -20,7 +20,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run the node agent: load the datapath and reconcile the node from the cluster state.
-    Agent(crate::agent::AgentArgs),
+    Agent(Box<crate::agent::AgentArgs>),
     /// A simulated cluster on this machine: up, status, check, down.
     Lab(crate::lab::LabArgs),
     /// Side-by-side benchmarks against a baseline measured in the same run.
@@ -47,7 +47,7 @@ pub fn main() -> ExitCode {
     let outcome = match cli.command {
         Cmd::Agent(args) => {
             init_logging();
-            crate::agent::run(args)
+            crate::agent::run(*args)
         }
         Cmd::Lab(args) => crate::lab::main(args),
         Cmd::Bench(BenchCmd::Cni(args)) => bench::cni::run(&args),

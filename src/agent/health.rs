@@ -1,5 +1,5 @@
-//! /healthz, /readyz and /metrics over a deliberately tiny HTTP/1.1 responder: the agent
-//! serves three fixed GET paths to local probes and scrapers, nothing more.
+//! /healthz, /readyz, /status and /metrics over a deliberately tiny HTTP/1.1 responder: the
+//! agent serves four fixed GET paths to local probes, scrapers and `weft status`, nothing more.
 
 use std::sync::Arc;
 
@@ -26,19 +26,25 @@ async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
     Some(head)
 }
 
-/// What /readyz reports: ready, or the reason not.
-pub type Readiness = watch::Receiver<Result<(), String>>;
+/// What the endpoints report.
+pub struct Views {
+    /// /readyz: ready, or the reason not.
+    pub ready: watch::Receiver<Result<(), String>>,
+    /// /status: every reconciler's state and every store's size.
+    pub status: watch::Receiver<String>,
+}
 
 pub async fn serve(
     listener: TcpListener,
-    ready: Readiness,
+    views: Views,
     registry: Arc<prometheus_client::registry::Registry>,
 ) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
             continue;
         };
-        let ready = ready.clone();
+        let ready = views.ready.clone();
+        let status = views.status.clone();
         let registry = registry.clone();
         tokio::spawn(async move {
             let Some(head) = read_head(&mut stream).await else {
@@ -48,6 +54,7 @@ pub async fn serve(
             let path = request.split_whitespace().nth(1).unwrap_or("");
             let (status, content_type, body) = match path {
                 "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
+                "/status" => ("200 OK", "text/plain", status.borrow().clone()),
                 "/readyz" => match &*ready.borrow() {
                     Ok(()) => ("200 OK", "text/plain", "ready\n".to_string()),
                     Err(reason) => (

@@ -8,7 +8,7 @@ use ipnet::IpNet;
 use weft_datapath::RouteKind;
 use weft_model::{ClusterConfig, Model, NodeSpec};
 
-use super::args::VXLAN_OVERHEAD;
+use super::config::VXLAN_OVERHEAD;
 
 /// Another node, as this node's overlay needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +38,8 @@ pub struct NodePlan {
 pub enum PlanError {
     #[error("Node/{0} is not in the model (missing, or refused: see the issues above)")]
     LocalNodeMissing(String),
+    #[error("the node model has not been built yet")]
+    NotBuilt,
 }
 
 pub fn host_prefix(addr: IpAddr) -> IpNet {
@@ -106,13 +108,15 @@ pub fn pod_mtu(configured: Option<u32>, underlay_mtu: u32) -> u32 {
 mod tests {
     use super::*;
 
-    fn node(name: &str, cidrs: &[&str], ip: &str) -> k8s_openapi::api::core::v1::Node {
-        serde_json::from_value(serde_json::json!({
+    fn node(name: &str, cidrs: &[&str], ip: &str) -> NodeSpec {
+        let json = serde_json::json!({
             "metadata": {"name": name},
             "spec": {"podCIDRs": cidrs},
             "status": {"addresses": [{"type": "InternalIP", "address": ip}]}
-        }))
-        .unwrap()
+        });
+        weft_model::decode::decode_str::<NodeSpec>(&json.to_string())
+            .value
+            .unwrap()
     }
 
     #[test]

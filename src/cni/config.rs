@@ -4,7 +4,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
 use weft_cni::{CniError, NetConf};
 use weft_ipam::IpamConfig;
 
@@ -28,20 +29,91 @@ const MAX_MTU: u32 = 65535;
 /// fallback path accepts the frames as addressed to the host).
 pub const HOST_VETH_MAC: [u8; 6] = [0xee, 0xee, 0xee, 0xee, 0xee, 0xee];
 
-#[derive(Debug, Deserialize, Default)]
+/// The `weft` plugin's own entry in a conflist. The agent serialises this struct into the
+/// conflist it writes and the plugin parses the same struct, so the two cannot drift; the
+/// plugin then validates it into a [`PluginConfig`]. docs/cni.md documents the fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Raw {
-    mtu: Option<serde_json::Value>,
-    gateway_v4: Option<String>,
-    gateway_v6: Option<String>,
-    datapath: Option<RawDatapath>,
+pub struct WeftNetConf {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_v4: Option<Ipv4Addr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_v6: Option<Ipv6Addr>,
+    pub ipam: IpamSection,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datapath: Option<DatapathSection>,
 }
 
-#[derive(Debug, Deserialize, Default)]
+/// `ipam`: host-local-shaped range sets (one per family) and the reservations directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RawDatapath {
-    pin_root: Option<String>,
-    attach_mode: Option<String>,
+pub struct IpamSection {
+    pub ranges: Vec<Vec<RangeSection>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// One range of a range set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RangeSection {
+    pub subnet: IpNet,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range_start: Option<IpAddr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range_end: Option<IpAddr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<IpAddr>,
+}
+
+impl RangeSection {
+    pub fn subnet(subnet: IpNet) -> RangeSection {
+        RangeSection {
+            subnet,
+            range_start: None,
+            range_end: None,
+            gateway: None,
+        }
+    }
+}
+
+/// `datapath`: present when the node runs weft's eBPF datapath.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DatapathSection {
+    pub pin_root: PathBuf,
+    /// Written only when it is not `auto`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "attach_mode_name"
+    )]
+    pub attach_mode: Option<weft_datapath::AttachMode>,
+}
+
+/// `attachMode` as its name (`auto`, `tcx`, `clsact`).
+mod attach_mode_name {
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+    use weft_datapath::AttachMode;
+
+    pub fn serialize<S: Serializer>(mode: &Option<AttachMode>, s: S) -> Result<S::Ok, S::Error> {
+        match mode {
+            Some(mode) => s.serialize_str(mode.name()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<AttachMode>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            None => Ok(None),
+            Some(text) => text
+                .parse()
+                .map(Some)
+                .map_err(|_| D::Error::custom(format!("{text:?} is not one of auto, tcx, clsact"))),
+        }
+    }
 }
 
 /// The validated plugin configuration.
@@ -62,19 +134,7 @@ pub struct PluginConfig {
 
 impl PluginConfig {
     pub fn from_netconf(conf: &NetConf) -> Result<PluginConfig, CniError> {
-        let raw: Raw = conf.plugin_config()?;
-        let mtu = match raw.mtu {
-            None => DEFAULT_MTU,
-            Some(v) => v
-                .as_u64()
-                .filter(|m| (MIN_MTU as u64..=MAX_MTU as u64).contains(m))
-                .map(|m| m as u32)
-                .ok_or_else(|| {
-                    CniError::invalid_config(format!(
-                        "mtu: {v} is not an integer between {MIN_MTU} and {MAX_MTU}"
-                    ))
-                })?,
-        };
+        // The ipam section first: weft-ipam's messages for it are the most specific.
         let ipam_raw = conf
             .ipam
             .as_ref()
@@ -87,49 +147,46 @@ impl PluginConfig {
         }
         let ipam = IpamConfig::from_json(&ipam_raw, Path::new(DEFAULT_IPAM_DATA_DIR))
             .map_err(|e| CniError::invalid_config(format!("ipam: {e}")))?;
-        let gateway_v4 = match raw.gateway_v4 {
+        let own: WeftNetConf = serde_path_to_error::deserialize(conf.to_value())
+            .map_err(|e| CniError::invalid_config(format!("{}: {}", e.path(), e.inner())))?;
+
+        let mtu = match own.mtu {
+            None => DEFAULT_MTU,
+            Some(m) if (MIN_MTU..=MAX_MTU).contains(&m) => m,
+            Some(m) => {
+                return Err(CniError::invalid_config(format!(
+                    "mtu: {m} is not between {MIN_MTU} and {MAX_MTU}"
+                )))
+            }
+        };
+        let gateway_v4 = match own.gateway_v4 {
             None => DEFAULT_GATEWAY_V4,
-            Some(text) => match text.parse::<Ipv4Addr>() {
-                Ok(a) if a.is_link_local() => a,
-                _ => {
-                    return Err(CniError::invalid_config(format!(
-                        "gatewayV4: {text:?} is not an IPv4 link-local address (169.254.0.0/16)"
-                    )))
-                }
-            },
+            Some(a) if a.is_link_local() => a,
+            Some(a) => {
+                return Err(CniError::invalid_config(format!(
+                    "gatewayV4: {a} is not an IPv4 link-local address (169.254.0.0/16)"
+                )))
+            }
         };
-        let gateway_v6 = match raw.gateway_v6 {
+        let gateway_v6 = match own.gateway_v6 {
             None => DEFAULT_GATEWAY_V6,
-            Some(text) => match text.parse::<Ipv6Addr>() {
-                Ok(a) if a.is_unicast_link_local() => a,
-                _ => {
-                    return Err(CniError::invalid_config(format!(
-                        "gatewayV6: {text:?} is not an IPv6 link-local address (fe80::/10)"
-                    )))
-                }
-            },
+            Some(a) if a.is_unicast_link_local() => a,
+            Some(a) => {
+                return Err(CniError::invalid_config(format!(
+                    "gatewayV6: {a} is not an IPv6 link-local address (fe80::/10)"
+                )))
+            }
         };
-        let mut attach_mode = weft_datapath::AttachMode::Auto;
-        let pin_root = match raw.datapath {
-            None => None,
+        let (pin_root, attach_mode) = match own.datapath {
+            None => (None, weft_datapath::AttachMode::Auto),
             Some(dp) => {
-                if let Some(mode) = &dp.attach_mode {
-                    attach_mode = mode.parse().map_err(|_| {
-                        CniError::invalid_config(format!(
-                            "datapath.attachMode: {mode:?} is not one of auto, tcx, clsact"
-                        ))
-                    })?;
-                }
-                let root = dp
-                    .pin_root
-                    .ok_or_else(|| CniError::invalid_config("datapath.pinRoot: missing"))?;
-                let root = PathBuf::from(root);
-                if !root.is_absolute() {
+                if !dp.pin_root.is_absolute() {
                     return Err(CniError::invalid_config(format!(
-                        "datapath.pinRoot: {root:?} must be absolute"
+                        "datapath.pinRoot: {:?} must be absolute",
+                        dp.pin_root
                     )));
                 }
-                Some(root)
+                (Some(dp.pin_root), dp.attach_mode.unwrap_or_default())
             }
         };
         Ok(PluginConfig {

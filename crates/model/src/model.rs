@@ -1,7 +1,6 @@
 use std::collections::BTreeMap;
 
 use ipnet::IpNet;
-use k8s_openapi::api::core::v1::Node;
 
 use crate::issue::Issue;
 use crate::node::NodeSpec;
@@ -69,27 +68,24 @@ pub struct Model {
 }
 
 impl Model {
-    /// Builds the model from Node objects: each is validated on its own, then against the
-    /// cluster configuration and the other nodes.
-    pub fn build(config: &ClusterConfig, nodes: &[Node]) -> (Model, Vec<Issue>) {
+    /// Builds the model from nodes that are valid on their own (the Node store's): each is
+    /// checked against the cluster configuration and the other nodes.
+    pub fn build<'a>(
+        config: &ClusterConfig,
+        nodes: impl IntoIterator<Item = &'a NodeSpec>,
+    ) -> (Model, Vec<Issue>) {
         Self::build_after(&Model::default(), config, nodes)
     }
 
     /// [`Model::build`] given the model built last time: on a pod CIDR overlap, the node that
     /// already held its CIDRs keeps them.
-    pub fn build_after(
+    pub fn build_after<'a>(
         previous: &Model,
         config: &ClusterConfig,
-        nodes: &[Node],
+        nodes: impl IntoIterator<Item = &'a NodeSpec>,
     ) -> (Model, Vec<Issue>) {
         let mut issues = Vec::new();
-        let mut candidates: Vec<NodeSpec> = Vec::new();
-        for node in nodes {
-            match NodeSpec::from_node(node) {
-                Ok(spec) => candidates.push(spec),
-                Err(mut found) => issues.append(&mut found),
-            }
-        }
+        let mut candidates: Vec<NodeSpec> = nodes.into_iter().cloned().collect();
 
         candidates.retain(|spec| {
             let outside: Vec<_> = spec
@@ -110,19 +106,6 @@ impl Model {
                 }
             }
             outside.is_empty()
-        });
-
-        let mut seen: BTreeMap<String, ()> = BTreeMap::new();
-        candidates.retain(|spec| {
-            if seen.insert(spec.name.clone(), ()).is_some() {
-                issues.push(Issue::new(
-                    spec.object_name(),
-                    "metadata.name",
-                    "defined more than once",
-                ));
-                return false;
-            }
-            true
         });
 
         // When pod CIDRs overlap, one node keeps its CIDRs and the others are left out, so a

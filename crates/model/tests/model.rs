@@ -1,6 +1,6 @@
 use std::io::Write;
 
-use weft_model::{standalone, ClusterConfig, Model};
+use weft_model::{standalone, ClusterConfig, Issue, Model, NodeSpec};
 
 fn cluster() -> ClusterConfig {
     ClusterConfig::new(vec![
@@ -25,10 +25,26 @@ fn read(docs: &[String]) -> (Model, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let mut f = std::fs::File::create(dir.path().join("nodes.yaml")).unwrap();
     f.write_all(docs.join("---\n").as_bytes()).unwrap();
-    let objects = standalone::read_dir(dir.path());
-    let (model, mut issues) = Model::build(&cluster(), &objects.nodes);
-    issues.extend(objects.issues);
+    let (nodes, mut issues) = nodes_in(dir.path());
+    let (model, model_issues) = Model::build(&cluster(), &nodes);
+    issues.extend(model_issues);
     (model, issues.iter().map(|i| i.to_string()).collect())
+}
+
+/// The valid nodes of a directory, and every issue found reading it.
+fn nodes_in(dir: &std::path::Path) -> (Vec<NodeSpec>, Vec<Issue>) {
+    let documents = standalone::read_dir(dir);
+    let objects = standalone::objects::<NodeSpec>(&documents);
+    let mut issues = documents.issues;
+    issues.extend(objects.issues);
+    let mut nodes = Vec::new();
+    for (_, value) in objects.items {
+        match value {
+            Ok(node) => nodes.push(node),
+            Err(found) => issues.extend(found),
+        }
+    }
+    (nodes, issues)
 }
 
 #[test]
@@ -107,8 +123,8 @@ fn an_overlapping_newcomer_is_refused_and_the_established_node_keeps_its_cidr() 
     let (before, _) = read(&[docs[0].clone(), docs[2].clone()]);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("n.yaml"), docs.join("---\n")).unwrap();
-    let objects = standalone::read_dir(dir.path());
-    let (after, issues) = Model::build_after(&before, &cluster(), &objects.nodes);
+    let (nodes, _) = nodes_in(dir.path());
+    let (after, issues) = Model::build_after(&before, &cluster(), &nodes);
     assert_eq!(
         after.nodes.keys().collect::<Vec<_>>(),
         vec!["n3", "zz-first"]
@@ -159,10 +175,43 @@ fn malformed_documents_are_reported_and_the_rest_still_count() {
     )
     .unwrap();
     std::fs::write(dir.path().join("c.yaml"), "kind: Node\nspec: 7\n").unwrap();
+    std::fs::write(
+        dir.path().join("d.yaml"),
+        "kind: Node\nmetadata: {name: typed}\nspec: {podCIDRs: 7}\n",
+    )
+    .unwrap();
     std::fs::write(dir.path().join("ignored.txt"), "whatever").unwrap();
-    let objects = standalone::read_dir(dir.path());
-    assert_eq!(objects.nodes.len(), 1);
-    assert_eq!(objects.issues.len(), 2, "{:?}", objects.issues);
+    let (nodes, issues) = nodes_in(dir.path());
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(issues.len(), 3, "{issues:?}");
+    let text: Vec<String> = issues.iter().map(ToString::to_string).collect();
+    assert!(
+        text.iter()
+            .any(|i| i.starts_with("Node/typed spec.podCIDRs:")),
+        "a wrongly typed field is named: {text:?}"
+    );
+}
+
+#[test]
+fn an_object_defined_twice_is_reported_and_the_first_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        node_yaml("n1", &["10.244.1.0/24"], "192.0.2.11"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("b.yaml"),
+        node_yaml("n1", &["10.244.2.0/24"], "192.0.2.12"),
+    )
+    .unwrap();
+    let (nodes, issues) = nodes_in(dir.path());
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(nodes[0].pod_cidrs, vec!["10.244.1.0/24".parse().unwrap()]);
+    assert!(
+        issues[0].to_string().contains("defined more than once"),
+        "{issues:?}"
+    );
 }
 
 #[test]

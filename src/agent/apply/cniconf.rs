@@ -1,48 +1,113 @@
 //! The node's CNI configuration, written only once the datapath is ready (so no pod is
 //! created against a node that cannot carry its traffic) and only when its content changes
 //! (runtimes reload on every write). Written to a temporary file and renamed, so a runtime
-//! never reads half a file.
+//! never reads half a file. The plugin's entry is `cni::config::WeftNetConf`, the very type
+//! the plugin parses.
 
 use std::path::Path;
 
-use ipnet::IpNet;
-use serde_json::json;
+use serde::Serialize;
+use weft_model::{KindId, NodeSpec};
 
 use super::Changes;
-use crate::agent::args::AgentArgs;
+use crate::agent::config::Settings;
+use crate::agent::node::NodeEnv;
 use crate::agent::plan::NodePlan;
+use crate::agent::reconcile::{Input, Reconciler};
+use crate::cni::config::{DatapathSection, IpamSection, RangeSection, WeftNetConf};
+
+/// Everything a pod needs must be in place before the runtime may use the node.
+pub const WRITTEN_AFTER: &[&str] = &[
+    "overlay-device",
+    "overlay-program",
+    "datapath-routes",
+    "overlay-peers",
+    "masquerade",
+];
+
+pub struct CniConfig;
+
+impl Reconciler<NodeEnv> for CniConfig {
+    fn name(&self) -> &'static str {
+        "cni-config"
+    }
+
+    fn reads(&self) -> Vec<KindId> {
+        vec![KindId::of::<NodeSpec>()]
+    }
+
+    fn after(&self) -> &'static [&'static str] {
+        WRITTEN_AFTER
+    }
+
+    fn reconcile(&mut self, env: &mut NodeEnv, input: &Input<'_>) -> anyhow::Result<Changes> {
+        let device = env.device()?;
+        let plan = env.plan(input.stores)?.clone();
+        let conflist = render(&plan, &env.settings, device.pod_mtu);
+        ensure(
+            &env.settings.cni_conf_dir,
+            &env.settings.cni_conf_file,
+            &conflist,
+        )
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfList<'a> {
+    cni_version: &'a str,
+    cni_versions: &'a [&'a str],
+    name: &'a str,
+    plugins: Vec<PluginEntry<'a>>,
+}
+
+#[derive(Serialize)]
+struct PluginEntry<'a> {
+    #[serde(rename = "type")]
+    plugin_type: &'a str,
+    #[serde(flatten)]
+    conf: &'a WeftNetConf,
+}
+
+/// The plugin's netconf for this node.
+pub fn netconf(plan: &NodePlan, settings: &Settings, pod_mtu: u32) -> WeftNetConf {
+    WeftNetConf {
+        mtu: Some(pod_mtu),
+        gateway_v4: None,
+        gateway_v6: None,
+        ipam: IpamSection {
+            ranges: plan
+                .local
+                .pod_cidrs
+                .iter()
+                .map(|c| vec![RangeSection::subnet(*c)])
+                .collect(),
+            data_dir: Some(settings.ipam_data_dir.clone()),
+        },
+        datapath: Some(DatapathSection {
+            pin_root: settings.pin_root.clone(),
+            attach_mode: Some(settings.attach_mode)
+                .filter(|m| *m != weft_datapath::AttachMode::Auto),
+        }),
+    }
+}
 
 /// The conflist for this node. `cniVersion` stays 1.0.0 because containerd 1.6 and podman
 /// 4.3 reject 1.1.0 results; `cniVersions` lets newer runtimes pick 1.1.0 (STATUS and GC).
-pub fn render(plan: &NodePlan, args: &AgentArgs, pod_mtu: u32) -> String {
-    let ranges: Vec<_> = plan
-        .local
-        .pod_cidrs
-        .iter()
-        .map(|c: &IpNet| json!([{ "subnet": c.to_string() }]))
-        .collect();
-    let list = json!({
-        "cniVersion": "1.0.0",
-        "cniVersions": ["1.0.0", "1.1.0"],
-        "name": args.network_name,
-        "plugins": [{
-            "type": crate::plugin::PLUGIN_TYPE,
-            "mtu": pod_mtu,
-            "ipam": { "ranges": ranges, "dataDir": args.ipam_data_dir },
-            "datapath": datapath_section(args),
+pub fn render(plan: &NodePlan, settings: &Settings, pod_mtu: u32) -> String {
+    let conf = netconf(plan, settings, pod_mtu);
+    let list = ConfList {
+        cni_version: "1.0.0",
+        cni_versions: &["1.0.0", "1.1.0"],
+        name: &settings.network_name,
+        plugins: vec![PluginEntry {
+            plugin_type: crate::plugin::PLUGIN_TYPE,
+            conf: &conf,
         }],
-    });
-    let mut text = serde_json::to_string_pretty(&list).expect("a JSON value always serializes");
+    };
+    let mut text = serde_json::to_string_pretty(&list).expect("the conflist always serializes");
     text.push('\n');
     text
-}
-
-fn datapath_section(args: &AgentArgs) -> serde_json::Value {
-    let mut section = json!({ "pinRoot": args.pin_root });
-    if args.attach_mode != weft_datapath::AttachMode::Auto {
-        section["attachMode"] = json!(args.attach_mode.name());
-    }
-    section
 }
 
 pub fn ensure(dir: &Path, file: &str, content: &str) -> anyhow::Result<Changes> {

@@ -6,12 +6,37 @@ use std::net::IpAddr;
 use anyhow::{bail, Context};
 use weft_netlink::{AddrFlags, Handle, VxlanSpec};
 
+use weft_model::{KindId, NodeSpec};
+
 use super::Changes;
-use crate::agent::args::{AgentArgs, VXLAN_DEVICE};
+use crate::agent::config::{Settings, VXLAN_DEVICE};
+use crate::agent::node::NodeEnv;
 use crate::agent::plan::{pod_mtu, NodePlan};
+use crate::agent::reconcile::{Input, Reconciler};
+
+/// The overlay device, its addresses and the forwarding sysctls.
+pub struct OverlayDevice;
+
+impl Reconciler<NodeEnv> for OverlayDevice {
+    fn name(&self) -> &'static str {
+        "overlay-device"
+    }
+
+    fn reads(&self) -> Vec<KindId> {
+        vec![KindId::of::<NodeSpec>()]
+    }
+
+    fn reconcile(&mut self, env: &mut NodeEnv, input: &Input<'_>) -> anyhow::Result<Changes> {
+        env.device = None;
+        let plan = env.plan(input.stores)?.clone();
+        let (device, changes) = ensure(&mut env.handle, &plan, &env.settings)?;
+        env.device = Some(device);
+        Ok(changes)
+    }
+}
 
 /// The underlay interface and the overlay device as they are after this pass.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Device {
     pub vxlan_index: u32,
     pub underlay_index: u32,
@@ -36,7 +61,7 @@ fn underlay(handle: &mut Handle, ip: IpAddr) -> anyhow::Result<(u32, u32)> {
 pub fn ensure(
     handle: &mut Handle,
     plan: &NodePlan,
-    args: &AgentArgs,
+    args: &Settings,
 ) -> anyhow::Result<(Device, Changes)> {
     let mut changes = Changes::default();
     let local_ip = IpAddr::V4(plan.local.internal_ip);

@@ -4,9 +4,35 @@
 use std::collections::BTreeMap;
 
 use weft_datapath::{NodeConfig, Tables};
+use weft_model::{KindId, NodeSpec};
 
 use super::Changes;
+use crate::agent::node::NodeEnv;
 use crate::agent::plan::NodePlan;
+use crate::agent::reconcile::{Input, Reconciler};
+
+/// The datapath's config and route table.
+pub struct DatapathRoutes;
+
+impl Reconciler<NodeEnv> for DatapathRoutes {
+    fn name(&self) -> &'static str {
+        "datapath-routes"
+    }
+
+    fn reads(&self) -> Vec<KindId> {
+        vec![KindId::of::<NodeSpec>()]
+    }
+
+    fn after(&self) -> &'static [&'static str] {
+        &["overlay-device"]
+    }
+
+    fn reconcile(&mut self, env: &mut NodeEnv, input: &Input<'_>) -> anyhow::Result<Changes> {
+        let device = env.device()?;
+        let plan = env.plan(input.stores)?.clone();
+        ensure(env.datapath.tables_mut(), &plan, device.vxlan_index)
+    }
+}
 
 pub fn ensure(tables: &mut Tables, plan: &NodePlan, vxlan_index: u32) -> anyhow::Result<Changes> {
     let mut changes = Changes::default();

@@ -1,11 +1,37 @@
-//! Reconcilers: each compares one part of the node with the plan and changes only what
-//! differs, so a restarted agent that finds everything in place changes nothing.
+//! The node's reconcilers: each compares one part of the node with the plan and changes
+//! only what differs, so a restarted agent that finds everything in place changes nothing.
+//! They run in this order (see [`node_reconcilers`]); the conflist comes last.
 
 pub mod cniconf;
 pub mod device;
+pub mod guard;
 pub mod lpm;
 pub mod nat;
+pub mod overlay;
 pub mod peers;
+
+use weft_model::Stores;
+
+use super::node::NodeEnv;
+use super::reconcile::Runner;
+
+/// Adds the node's reconcilers to `runner`, in the order they run.
+pub fn node_reconcilers(
+    runner: &mut Runner<NodeEnv>,
+    stores: &Stores,
+    egress_guard: bool,
+) -> anyhow::Result<()> {
+    runner.add(stores, device::OverlayDevice)?;
+    runner.add(stores, overlay::OverlayProgram)?;
+    runner.add(stores, lpm::DatapathRoutes)?;
+    runner.add(stores, peers::OverlayPeers)?;
+    runner.add(stores, nat::Masquerade)?;
+    runner.add(stores, cniconf::CniConfig)?;
+    if egress_guard {
+        runner.add(stores, guard::GuardSelfTest)?;
+    }
+    Ok(())
+}
 
 use std::fmt;
 

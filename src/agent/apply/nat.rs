@@ -12,8 +12,28 @@ use weft_nft::{
     priority, Chain, ChainSpec, ChainType, Family, Hook, NftSocket, Policy, RuleBuilder, TableSpec,
 };
 
+use weft_model::KindId;
+
 use super::Changes;
-use crate::agent::plan::NodePlan;
+use crate::agent::node::NodeEnv;
+use crate::agent::reconcile::{Input, Reconciler};
+
+/// Masquerade and overlay notrack: from the configuration alone.
+pub struct Masquerade;
+
+impl Reconciler<NodeEnv> for Masquerade {
+    fn name(&self) -> &'static str {
+        "masquerade"
+    }
+
+    fn reads(&self) -> Vec<KindId> {
+        Vec::new()
+    }
+
+    fn reconcile(&mut self, env: &mut NodeEnv, _: &Input<'_>) -> anyhow::Result<Changes> {
+        ensure(&env.settings.cluster.cluster_cidrs, env.settings.vxlan_port)
+    }
+}
 
 pub const NAT_TABLE_V4: &str = "weft_nat";
 pub const NAT_TABLE_V6: &str = "weft_nat6";
@@ -66,17 +86,11 @@ pub struct Desired {
     pub absent: Vec<(Family, &'static str)>,
 }
 
-pub fn desired(plan: &NodePlan, vxlan_port: u16) -> anyhow::Result<Desired> {
+pub fn desired(cluster_cidrs: &[IpNet], vxlan_port: u16) -> anyhow::Result<Desired> {
     let mut want = vec![raw_spec(vxlan_port)?];
     let mut absent = Vec::new();
-    let v4 = plan
-        .cluster_cidrs
-        .iter()
-        .find(|c| matches!(c, IpNet::V4(_)));
-    let v6 = plan
-        .cluster_cidrs
-        .iter()
-        .find(|c| matches!(c, IpNet::V6(_)));
+    let v4 = cluster_cidrs.iter().find(|c| matches!(c, IpNet::V4(_)));
+    let v6 = cluster_cidrs.iter().find(|c| matches!(c, IpNet::V6(_)));
     match v4 {
         Some(c) => want.push(nat_spec(Family::Ip, NAT_TABLE_V4, *c)?),
         None => absent.push((Family::Ip, NAT_TABLE_V4)),
@@ -91,13 +105,13 @@ pub fn desired(plan: &NodePlan, vxlan_port: u16) -> anyhow::Result<Desired> {
     })
 }
 
-pub fn ensure(plan: &NodePlan, vxlan_port: u16) -> anyhow::Result<Changes> {
+pub fn ensure(cluster_cidrs: &[IpNet], vxlan_port: u16) -> anyhow::Result<Changes> {
     let mut changes = Changes::default();
     let sock = NftSocket::open()?;
     let Desired {
         present: want,
         absent,
-    } = desired(plan, vxlan_port)?;
+    } = desired(cluster_cidrs, vxlan_port)?;
     for spec in want {
         let have = sock.read_table(spec.table.family, &spec.table.name)?;
         if have.as_ref() != Some(&spec.normalized()) {

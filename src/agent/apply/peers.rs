@@ -11,8 +11,35 @@ use ipnet::IpNet;
 use weft_model::VTEP_MAC_PREFIX;
 use weft_netlink::{Handle, IpFamily, Mac, NeighbourState, RouteSpec};
 
+use weft_model::{KindId, NodeSpec};
+
 use super::Changes;
+use crate::agent::node::NodeEnv;
 use crate::agent::plan::NodePlan;
+use crate::agent::reconcile::{Input, Reconciler};
+
+/// Routes, neighbours and forwarding entries for every other node.
+pub struct OverlayPeers;
+
+impl Reconciler<NodeEnv> for OverlayPeers {
+    fn name(&self) -> &'static str {
+        "overlay-peers"
+    }
+
+    fn reads(&self) -> Vec<KindId> {
+        vec![KindId::of::<NodeSpec>()]
+    }
+
+    fn after(&self) -> &'static [&'static str] {
+        &["overlay-device"]
+    }
+
+    fn reconcile(&mut self, env: &mut NodeEnv, input: &Input<'_>) -> anyhow::Result<Changes> {
+        let device = env.device()?;
+        let plan = env.plan(input.stores)?.clone();
+        ensure(&mut env.handle, &plan, device.vxlan_index)
+    }
+}
 
 const RTPROT_KERNEL: u8 = 2;
 
