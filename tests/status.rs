@@ -33,6 +33,8 @@ fn status_reports_a_healthy_node_and_fails_naming_what_is_missing() {
         "answers VERSION",
         "loaded: maps and programs pinned",
         "ready",
+        "reconciler cni-config: ok",
+        "store Node: 1 objects, 0 refused",
         "NOT chained",
     ] {
         assert!(

@@ -175,3 +175,111 @@ async fn write_taint(api: &Api<Node>, name: &str, ready: bool) -> Result<(), kub
     info!(node = %name, ready, "{} the {AGENT_NOT_READY_TAINT} taint", if ready { "removed" } else { "added" });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Method, Request, Response, StatusCode};
+    use kube::client::Body;
+
+    type ApiHandle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    fn node(rv: &str, taints: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "resourceVersion": rv},
+            "spec": {"taints": taints}
+        }))
+        .unwrap()
+    }
+
+    async fn next(
+        api: &mut ApiHandle,
+    ) -> (
+        Method,
+        String,
+        Option<String>,
+        serde_json::Value,
+        tower_test::mock::SendResponse<Response<Body>>,
+    ) {
+        let (request, send) = api.next_request().await.expect("a request");
+        let method = request.method().clone();
+        let uri = request.uri().to_string();
+        let content_type = request
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string());
+        let bytes = request.into_body().collect_bytes().await.unwrap();
+        let body = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+        (method, uri, content_type, body, send)
+    }
+
+    /// Removing the taint keeps every other taint, sends the resourceVersion it read, and
+    /// on 409 reads again and retries; then the condition is patched on the status.
+    #[tokio::test]
+    async fn ready_removes_only_our_taint_retries_conflicts_and_sets_the_condition() {
+        let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let nodes: Api<Node> = Api::all(client);
+        let writer = tokio::spawn(async move { write_marks(&nodes, "n1", true).await });
+
+        let other = json!({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"});
+        let ours = json!({"key": AGENT_NOT_READY_TAINT, "effect": AGENT_NOT_READY_EFFECT});
+        for (attempt, rv) in ["7", "8"].iter().enumerate() {
+            let (method, uri, _, _, send) = next(&mut api).await;
+            assert_eq!((method, uri.as_str()), (Method::GET, "/api/v1/nodes/n1"));
+            send.send_response(Response::new(Body::from(node(rv, json!([other, ours])))));
+            let (method, uri, content_type, body, send) = next(&mut api).await;
+            assert_eq!(method, Method::PATCH);
+            assert!(uri.starts_with("/api/v1/nodes/n1?"), "{uri}");
+            assert_eq!(
+                content_type.as_deref(),
+                Some("application/merge-patch+json")
+            );
+            assert_eq!(body["metadata"]["resourceVersion"], json!(rv));
+            assert_eq!(body["spec"]["taints"], json!([other]));
+            if attempt == 0 {
+                let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409});
+                let mut response = Response::new(Body::from(serde_json::to_vec(&status).unwrap()));
+                *response.status_mut() = StatusCode::CONFLICT;
+                send.send_response(response);
+            } else {
+                send.send_response(Response::new(Body::from(node("9", json!([other])))));
+            }
+        }
+        let (method, uri, content_type, body, send) = next(&mut api).await;
+        assert_eq!(method, Method::PATCH);
+        assert!(uri.starts_with("/api/v1/nodes/n1/status?"), "{uri}");
+        assert_eq!(
+            content_type.as_deref(),
+            Some("application/strategic-merge-patch+json")
+        );
+        let condition = &body["status"]["conditions"][0];
+        assert_eq!(condition["type"], json!(NETWORK_UNAVAILABLE));
+        assert_eq!(condition["status"], json!("False"));
+        assert_eq!(condition["reason"], json!(NETWORK_UP_REASON));
+        send.send_response(Response::new(Body::from(node("10", json!([other])))));
+        writer.await.unwrap().unwrap();
+    }
+
+    /// Not ready: the taint goes on next to the others; nothing else is written.
+    #[tokio::test]
+    async fn not_ready_adds_the_taint_and_nothing_else() {
+        let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let nodes: Api<Node> = Api::all(Client::new(service, "default"));
+        let writer = tokio::spawn(async move { write_marks(&nodes, "n1", false).await });
+        let other =
+            json!({"key": "node.kubernetes.io/network-unavailable", "effect": "NoSchedule"});
+        let (_, _, _, _, send) = next(&mut api).await;
+        send.send_response(Response::new(Body::from(node("3", json!([other])))));
+        let (method, _, _, body, send) = next(&mut api).await;
+        assert_eq!(method, Method::PATCH);
+        assert_eq!(
+            body["spec"]["taints"],
+            json!([other, {"key": AGENT_NOT_READY_TAINT, "effect": AGENT_NOT_READY_EFFECT}])
+        );
+        send.send_response(Response::new(Body::from(node("4", json!([])))));
+        writer.await.unwrap().unwrap();
+        drop(api);
+    }
+}

@@ -105,6 +105,12 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<bool> {
             healthy &= !uses_weft;
         }
     }
+    // Each reconciler's state (a failing one names its error) and each store's size.
+    if let Ok((200, body)) = crate::lab::http_get(&args.agent, "/status") {
+        for line in body.lines().filter(|l| !l.trim().is_empty()) {
+            writeln!(out, "  {line}")?;
+        }
+    }
 
     let guard = guard::check(&guard::Options {
         conf_dir: args.cni_conf_dir.clone(),

@@ -133,3 +133,72 @@ pub fn ensure(dir: &Path, file: &str, content: &str) -> anyhow::Result<Changes> 
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::args::AgentArgs;
+    use crate::agent::config::{ConfigFile, Settings};
+    use crate::cni::config::PluginConfig;
+
+    fn plan(cidrs: &[&str]) -> NodePlan {
+        let json = serde_json::json!({
+            "metadata": {"name": "n1"},
+            "spec": {"podCIDRs": cidrs},
+            "status": {"addresses": [{"type": "InternalIP", "address": "192.0.2.1"}]}
+        });
+        let node = weft_model::decode::decode_str::<NodeSpec>(&json.to_string())
+            .value
+            .unwrap();
+        let settings = settings("auto");
+        let (model, _) = weft_model::Model::build(&settings.cluster, [&node]);
+        crate::agent::plan::plan(&model, &settings.cluster, "n1").unwrap()
+    }
+
+    fn settings(attach_mode: &str) -> Settings {
+        let args = AgentArgs {
+            node_name: Some("n1".into()),
+            source: Some("dir:/etc/weft/cluster".into()),
+            cluster_cidrs: vec![
+                "10.244.0.0/16".parse().unwrap(),
+                "fd00:10:244::/48".parse().unwrap(),
+            ],
+            pin_root: Some("/sys/fs/bpf/weft-test".into()),
+            ipam_data_dir: Some("/var/lib/weft-test/ipam".into()),
+            attach_mode: Some(attach_mode.into()),
+            ..AgentArgs::default()
+        };
+        Settings::resolve(&args, ConfigFile::default()).unwrap()
+    }
+
+    /// The agent's conflist and the plugin's reading of it cannot drift: the plugin parses
+    /// what the agent wrote back into the very values the agent put in.
+    #[test]
+    fn the_plugin_reads_back_exactly_what_the_agent_writes() {
+        for mode in ["auto", "clsact"] {
+            let settings = settings(mode);
+            let plan = plan(&["10.244.1.0/24", "fd00:10:244:1::/64"]);
+            let text = render(&plan, &settings, 1450);
+            let list = weft_cni::NetConfList::from_slice(text.as_bytes()).unwrap();
+            let confs = list.plugin_netconfs().unwrap();
+            assert_eq!(confs.len(), 1);
+            let wrote = netconf(&plan, &settings, 1450);
+            let read: WeftNetConf = serde_json::from_value(confs[0].to_value()).unwrap();
+            assert_eq!(read, wrote);
+            let cfg = PluginConfig::from_netconf(&confs[0]).unwrap();
+            assert_eq!(cfg.network, "weft");
+            assert_eq!(cfg.mtu, 1450);
+            assert_eq!(cfg.pin_root.as_deref(), Some(settings.pin_root.as_path()));
+            assert_eq!(cfg.attach_mode, settings.attach_mode);
+            assert_eq!(cfg.ipam.data_dir, settings.ipam_data_dir);
+            let subnets: Vec<_> = cfg
+                .ipam
+                .ranges
+                .iter()
+                .map(|set| set.ranges[0].subnet)
+                .collect();
+            assert_eq!(subnets, plan.local.pod_cidrs);
+            assert_eq!(text.contains("attachMode"), mode != "auto");
+        }
+    }
+}

@@ -191,3 +191,73 @@ impl Watch {
         went
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_model::{NodeSpec, ObjectKey, Stores};
+
+    struct TempDir(PathBuf);
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn node(name: &str, cidr: &str) -> String {
+        format!("apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\nspec: {{podCIDRs: [\"{cidr}\"]}}\nstatus: {{addresses: [{{type: InternalIP, address: 192.0.2.1}}]}}\n")
+    }
+
+    /// Applies messages until `done` holds (notifications, not the resync, must get there).
+    async fn until(
+        rx: &mut mpsc::Receiver<SourceMsg>,
+        stores: &mut Stores,
+        done: impl Fn(&Stores) -> bool,
+    ) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !done(stores) {
+            let msg = tokio::time::timeout_at(deadline, rx.recv())
+                .await
+                .expect("a change is noticed without waiting for the resync")
+                .expect("the source runs");
+            if let SourceMsg::Update(update) = msg {
+                update.apply(stores);
+            }
+        }
+    }
+
+    fn cidr_of(stores: &Stores, name: &str) -> Option<String> {
+        let store = stores.get::<NodeSpec>().unwrap();
+        store
+            .get(&ObjectKey::cluster(name))
+            .map(|n| n.pod_cidrs[0].to_string())
+    }
+
+    #[tokio::test]
+    async fn writes_renames_and_removals_are_noticed() {
+        let dir = TempDir(std::env::temp_dir().join(weft_testkit::unique_name("weft-dirsrc")));
+        std::fs::create_dir_all(&dir.0).unwrap();
+        std::fs::write(dir.0.join("a.yaml"), node("a", "10.244.1.0/24")).unwrap();
+        let (tx, mut rx) = mpsc::channel(16);
+        let relists: Vec<Relist> = vec![relist::<NodeSpec>];
+        // An hour between resyncs: only notifications can make this test pass in time.
+        tokio::spawn(run(dir.0.clone(), relists, Duration::from_secs(3600), tx));
+        let mut stores = Stores::default();
+        stores.register::<NodeSpec>();
+
+        until(&mut rx, &mut stores, |s| cidr_of(s, "a").is_some()).await;
+        std::fs::write(dir.0.join("a.yaml"), node("a", "10.244.9.0/24")).unwrap();
+        until(&mut rx, &mut stores, |s| {
+            cidr_of(s, "a").as_deref() == Some("10.244.9.0/24")
+        })
+        .await;
+        // Written aside (hidden, ignored) and renamed in, as atomic writers do.
+        std::fs::write(dir.0.join(".b.tmp"), node("b", "10.244.2.0/24")).unwrap();
+        std::fs::rename(dir.0.join(".b.tmp"), dir.0.join("b.yaml")).unwrap();
+        until(&mut rx, &mut stores, |s| cidr_of(s, "b").is_some()).await;
+        std::fs::remove_file(dir.0.join("a.yaml")).unwrap();
+        until(&mut rx, &mut stores, |s| cidr_of(s, "a").is_none()).await;
+        assert!(stores.get::<NodeSpec>().unwrap().synced());
+    }
+}

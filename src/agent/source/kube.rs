@@ -205,3 +205,161 @@ pub fn client(target: &ApiTarget) -> anyhow::Result<Client> {
     config.connect_timeout = Some(Duration::from_secs(10));
     Ok(Client::try_from(config)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Request, Response};
+    use kube::client::Body;
+    use weft_model::{Applied, Pod, Stores};
+
+    type ApiHandle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    fn pod(name: &str, rv: u32, app: &str) -> String {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": name, "namespace": "shop", "resourceVersion": rv.to_string(),
+                "uid": format!("00000000-0000-0000-0000-{rv:012}"),
+                "labels": {"app": app},
+                "managedFields": [{"manager": "kubelet", "operation": "Update"}]
+            },
+            "spec": {"nodeName": "node1", "containers": [{"name": "c", "ports": [{"name": "http", "containerPort": 80}]}]},
+            "status": {"phase": "Running", "podIPs": [{"ip": format!("10.244.1.{rv}")}],
+                       "containerStatuses": [{"name": "c", "ready": true}]}
+        })
+        .to_string()
+    }
+
+    fn bad(rv: u32) -> String {
+        format!(
+            r#"{{"metadata":{{"name":"bad","namespace":"shop","resourceVersion":"{rv}"}},"spec":{{"containers":[{{"ports":[{{"containerPort":"eighty"}}]}}]}}}}"#
+        )
+    }
+
+    fn list(rv: u32, items: &[String]) -> String {
+        format!(
+            r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}"}},"items":[{}]}}"#,
+            items.join(",")
+        )
+    }
+
+    /// A watch event as the API server writes it: `type` first.
+    fn event(kind: &str, object: &str) -> String {
+        format!("{{\"type\":\"{kind}\",\"object\":{object}}}\n")
+    }
+
+    async fn answer(api: &mut ApiHandle, expect: &[&str], body: String) -> String {
+        let (request, send) = api.next_request().await.expect("the watcher asks");
+        let uri = request.uri().to_string();
+        for part in expect {
+            assert!(uri.contains(part), "{uri} lacks {part}");
+        }
+        send.send_response(Response::new(Body::from(body.into_bytes())));
+        uri
+    }
+
+    fn apply(
+        stores: &mut Stores,
+        msg: SourceMsg,
+        changes: &mut Vec<usize>,
+        troubles: &mut Vec<String>,
+    ) {
+        match msg {
+            SourceMsg::Update(update) => {
+                let Applied { changed, .. } = update.apply(stores);
+                changes.push(changed);
+            }
+            SourceMsg::Trouble { error, .. } => troubles.push(error),
+            SourceMsg::Issues { .. } => {}
+        }
+    }
+
+    /// List, watch, 410 Gone, relist: a malformed pod is named and skipped, the relist
+    /// reports only what changed while the watch was down, and what was deleted meanwhile
+    /// goes.
+    #[tokio::test]
+    async fn list_watch_gone_relist_without_a_storm() {
+        let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let (tx, mut rx) = mpsc::channel(64);
+        tokio::spawn(watch::<Pod>(client, tx));
+
+        let server = tokio::spawn(async move {
+            answer(
+                &mut api,
+                &["/api/v1/pods?", "limit=500"],
+                list(10, &[pod("p1", 1, "web"), bad(2), pod("p2", 3, "web")]),
+            )
+            .await;
+            let stream = [
+                event("ADDED", &pod("p3", 11, "web")),
+                event("MODIFIED", &pod("p1", 12, "api")),
+                event("DELETED", &pod("p2", 13, "web")),
+                event(
+                    "BOOKMARK",
+                    r#"{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"14"}}"#,
+                ),
+                event(
+                    "ERROR",
+                    r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","message":"too old resource version","code":410}"#,
+                ),
+            ]
+            .concat();
+            answer(
+                &mut api,
+                &[
+                    "watch=true",
+                    "resourceVersion=10",
+                    "allowWatchBookmarks=true",
+                ],
+                stream,
+            )
+            .await;
+            // The relist: p1 as the watch left it, p3 deleted and p4 added while away.
+            answer(
+                &mut api,
+                &["limit=500"],
+                list(20, &[pod("p1", 12, "api"), bad(2), pod("p4", 15, "web")]),
+            )
+            .await;
+            let (request, _pending) = api.next_request().await.expect("a new watch");
+            let uri = request.uri().to_string();
+            (uri, api, _pending)
+        });
+
+        let mut stores = Stores::default();
+        stores.register::<Pod>();
+        let (mut changes, mut troubles) = (Vec::new(), Vec::new());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !server.is_finished() {
+            let msg = tokio::time::timeout_at(deadline, rx.recv())
+                .await
+                .expect("events in time")
+                .expect("the source runs");
+            apply(&mut stores, msg, &mut changes, &mut troubles);
+        }
+        while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(200), rx.recv()).await
+        {
+            apply(&mut stores, msg, &mut changes, &mut troubles);
+        }
+        let (last_watch, _api, _pending) = server.await.unwrap();
+        assert!(last_watch.contains("resourceVersion=20"), "{last_watch}");
+
+        let store = stores.get::<Pod>().unwrap();
+        let mut names: Vec<String> = store.iter().map(|(k, _)| k.to_string()).collect();
+        names.sort();
+        assert_eq!(names, ["shop/p1", "shop/p4"]);
+        let p1 = store.get(&ObjectKey::namespaced("shop", "p1")).unwrap();
+        assert_eq!(p1.labels.get("app"), Some("api"));
+        let issues: Vec<String> = store.issues().map(ToString::to_string).collect();
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert!(
+            issues[0].starts_with("Pod/shop/bad spec.containers[0].ports[0].containerPort:"),
+            "{issues:?}"
+        );
+        assert!(troubles.iter().any(|t| t.contains("410")), "{troubles:?}");
+        // 2 listed + 3 watched + the relist: p4 added and p3 dropped, nothing else.
+        assert_eq!(changes.iter().sum::<usize>(), 2 + 3 + 2, "{changes:?}");
+    }
+}
