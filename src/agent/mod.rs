@@ -40,8 +40,9 @@ use node::{NodeEnv, NodeView};
 use reconcile::{Round, Runner};
 use source::SourceMsg;
 
-/// Source messages queued before sources wait for the loop.
-const SOURCE_QUEUE: usize = 256;
+/// Source messages (batches of up to 512 updates) queued before sources wait for the loop:
+/// small, so a burst waits in the sockets, not in the agent's memory.
+const SOURCE_QUEUE: usize = 16;
 /// Messages applied before the reconcilers get a turn.
 const MAX_DRAIN: usize = 64;
 

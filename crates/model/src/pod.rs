@@ -93,10 +93,11 @@ pub struct NamedPort {
     pub port: u16,
 }
 
-/// A pod's UID: 16 bytes when it is a UUID (the API server's always are).
+/// A pod's UID: 16 bytes when it is a UUID (the API server's always are). Bytes rather
+/// than a `u128`, whose 16-byte alignment would pad every stored pod.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Uid {
-    Uuid(u128),
+    Uuid([u8; 16]),
     Other(Box<str>),
 }
 
@@ -104,7 +105,7 @@ impl Uid {
     pub fn parse(text: &str) -> Uid {
         let hex: String = text.chars().filter(|c| *c != '-').collect();
         match (text.len(), u128::from_str_radix(&hex, 16)) {
-            (36, Ok(v)) if hex.len() == 32 => Uid::Uuid(v),
+            (36, Ok(v)) if hex.len() == 32 => Uid::Uuid(v.to_be_bytes()),
             _ => Uid::Other(text.into()),
         }
     }
@@ -255,7 +256,10 @@ mod tests {
         assert_eq!(decoded.key, Some(ObjectKey::namespaced("shop", "web-1")));
         assert_eq!(decoded.resource_version, "42");
         let pod = decoded.value.unwrap();
-        assert_eq!(pod.uid, Uid::Uuid(0x8d3c6b0e_2f51_4c6e_9d1e_0a2b3c4d5e6f));
+        assert_eq!(
+            pod.uid,
+            Uid::Uuid(0x8d3c6b0e_2f51_4c6e_9d1e_0a2b3c4d5e6fu128.to_be_bytes())
+        );
         assert_eq!(pod.node_name.as_deref(), Some("node1"));
         assert_eq!(pod.labels.get("app"), Some("web"));
         assert_eq!(pod.ips.len(), 2);
