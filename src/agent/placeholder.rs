@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use weft_model::{intern, null_default, Issue, KindInfo, Meta, Watched};
+use weft_model::{intern, null_default, Issue, KindInfo, Meta, MetaView, Watched};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ServiceWire {
@@ -38,8 +38,8 @@ impl Watched for Service {
         namespaced: true,
     };
     type Wire = ServiceWire;
-    fn meta(wire: &ServiceWire) -> &Meta {
-        &wire.metadata
+    fn meta(wire: &ServiceWire) -> MetaView<'_> {
+        wire.metadata.view()
     }
     fn from_wire(wire: &ServiceWire) -> Result<Service, Vec<Issue>> {
         Ok(Service {
@@ -84,8 +84,8 @@ impl Watched for EndpointSlice {
         namespaced: true,
     };
     type Wire = EndpointSliceWire;
-    fn meta(wire: &EndpointSliceWire) -> &Meta {
-        &wire.metadata
+    fn meta(wire: &EndpointSliceWire) -> MetaView<'_> {
+        wire.metadata.view()
     }
     fn from_wire(wire: &EndpointSliceWire) -> Result<EndpointSlice, Vec<Issue>> {
         Ok(EndpointSlice {
@@ -134,8 +134,8 @@ impl Watched for NetworkPolicy {
         namespaced: true,
     };
     type Wire = NetworkPolicyWire;
-    fn meta(wire: &NetworkPolicyWire) -> &Meta {
-        &wire.metadata
+    fn meta(wire: &NetworkPolicyWire) -> MetaView<'_> {
+        wire.metadata.view()
     }
     fn from_wire(wire: &NetworkPolicyWire) -> Result<NetworkPolicy, Vec<Issue>> {
         Ok(NetworkPolicy {

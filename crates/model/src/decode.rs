@@ -41,7 +41,7 @@ pub fn decode_value<T: Watched>(value: Value) -> Decoded<T> {
 }
 
 fn from_wire<T: Watched>(wire: &T::Wire) -> Decoded<T> {
-    let meta: &Meta = T::meta(wire);
+    let meta = T::meta(wire);
     let key = ObjectKey::of(meta, T::KIND.namespaced);
     let value = match &key {
         None => Err(vec![Issue::new(
@@ -53,7 +53,7 @@ fn from_wire<T: Watched>(wire: &T::Wire) -> Decoded<T> {
     };
     Decoded {
         key,
-        resource_version: meta.resource_version.clone(),
+        resource_version: meta.resource_version.to_string(),
         value,
     }
 }
@@ -80,7 +80,7 @@ fn malformed<T: Watched>(probe: Probe, path: String, error: String) -> Decoded<T
         resource_version: text("resourceVersion"),
         ..Meta::default()
     };
-    let key = ObjectKey::of(&meta, T::KIND.namespaced);
+    let key = ObjectKey::of(meta.view(), T::KIND.namespaced);
     let object = match &key {
         Some(key) => T::KIND.object_name(key),
         None => format!("{}/<unnamed>", T::KIND.kind),

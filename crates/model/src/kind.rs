@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 
 use crate::issue::Issue;
-use crate::meta::Meta;
+use crate::meta::MetaView;
 
 /// A kind's identity in the Kubernetes API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -50,7 +50,8 @@ pub trait Watched: Clone + PartialEq + fmt::Debug + Send + Sync + 'static {
     /// fields, managedFields and statuses are skipped by the decoder, never allocated).
     type Wire: DeserializeOwned + Clone + fmt::Debug + Send + Sync + 'static;
 
-    fn meta(wire: &Self::Wire) -> &Meta;
+    /// The object's identity, read from its wire type (whatever metadata type it uses).
+    fn meta(wire: &Self::Wire) -> MetaView<'_>;
 
     /// Validates and compacts one object. Every problem is an [`Issue`] naming the object
     /// and the field; an object with issues is left out of the store.
@@ -79,14 +80,21 @@ impl ObjectKey {
         }
     }
 
-    /// The key of an object with this metadata (`None` without a name).
-    pub fn of(meta: &Meta, namespaced: bool) -> Option<ObjectKey> {
+    /// The key of an object with this metadata (`None` without a name). A namespaced
+    /// object without a namespace is in `default`, as kubectl would have put it (YAML files
+    /// of the directory source often leave it out).
+    pub fn of(meta: MetaView<'_>, namespaced: bool) -> Option<ObjectKey> {
         if meta.name.is_empty() {
             return None;
         }
-        Some(match (&meta.namespace, namespaced) {
-            (Some(ns), true) if !ns.is_empty() => ObjectKey::namespaced(ns, &meta.name),
-            _ => ObjectKey::cluster(&meta.name),
+        Some(if namespaced {
+            let ns = meta
+                .namespace
+                .filter(|n| !n.is_empty())
+                .unwrap_or("default");
+            ObjectKey::namespaced(ns, meta.name)
+        } else {
+            ObjectKey::cluster(meta.name)
         })
     }
 }

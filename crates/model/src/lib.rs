@@ -31,7 +31,7 @@ mod stores;
 pub use intern::Labels;
 pub use issue::Issue;
 pub use kind::{KindInfo, ObjectKey, Watched};
-pub use meta::{null_default, Meta};
+pub use meta::{null_default, Meta, MetaView};
 pub use model::{ClusterConfig, ConfigError, Model};
 pub use namespace::{Namespace, NamespaceWire};
 pub use node::{

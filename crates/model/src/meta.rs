@@ -26,6 +26,25 @@ pub struct Meta {
     pub deletion_timestamp: Option<Time>,
 }
 
+/// What the stores need of any kind's metadata: its identity and version. A kind whose wire
+/// type has its own metadata struct builds this view from it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetaView<'a> {
+    pub name: &'a str,
+    pub namespace: Option<&'a str>,
+    pub resource_version: &'a str,
+}
+
+impl Meta {
+    pub fn view(&self) -> MetaView<'_> {
+        MetaView {
+            name: &self.name,
+            namespace: self.namespace.as_deref(),
+            resource_version: &self.resource_version,
+        }
+    }
+}
+
 /// `null` reads as the type's default, as the API server's own decoder treats it.
 pub fn null_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use crate::intern::Labels;
 use crate::issue::Issue;
 use crate::kind::{KindInfo, Watched};
-use crate::meta::{null_default, Meta};
+use crate::meta::{null_default, Meta, MetaView};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct NamespaceWire {
@@ -29,8 +29,8 @@ impl Watched for Namespace {
     };
     type Wire = NamespaceWire;
 
-    fn meta(wire: &NamespaceWire) -> &Meta {
-        &wire.metadata
+    fn meta(wire: &NamespaceWire) -> MetaView<'_> {
+        wire.metadata.view()
     }
 
     fn from_wire(wire: &NamespaceWire) -> Result<Namespace, Vec<Issue>> {

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use crate::issue::Issue;
 use crate::kind::{KindInfo, Watched};
-use crate::meta::{null_default, Meta};
+use crate::meta::{null_default, Meta, MetaView};
 
 /// First two bytes of every VTEP MAC: locally administered, unicast. The other four are the
 /// node's IPv4 underlay address, so every node can compute every peer's VTEP MAC from the
@@ -111,8 +111,8 @@ impl Watched for NodeSpec {
     };
     type Wire = NodeWire;
 
-    fn meta(wire: &NodeWire) -> &Meta {
-        &wire.metadata
+    fn meta(wire: &NodeWire) -> MetaView<'_> {
+        wire.metadata.view()
     }
 
     fn from_wire(wire: &NodeWire) -> Result<NodeSpec, Vec<Issue>> {

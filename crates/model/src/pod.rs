@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::intern::{self, Labels};
 use crate::issue::Issue;
 use crate::kind::{KindInfo, ObjectKey, Watched};
-use crate::meta::{null_default, Meta};
+use crate::meta::{null_default, Meta, MetaView};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct PodWire {
@@ -137,12 +137,12 @@ impl Watched for Pod {
     };
     type Wire = PodWire;
 
-    fn meta(wire: &PodWire) -> &Meta {
-        &wire.metadata
+    fn meta(wire: &PodWire) -> MetaView<'_> {
+        wire.metadata.view()
     }
 
     fn from_wire(wire: &PodWire) -> Result<Pod, Vec<Issue>> {
-        let object = ObjectKey::of(&wire.metadata, true)
+        let object = ObjectKey::of(wire.metadata.view(), true)
             .map(|k| Pod::KIND.object_name(&k))
             .unwrap_or_else(|| "Pod/<unnamed>".into());
         let mut issues = Vec::new();

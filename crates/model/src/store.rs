@@ -250,8 +250,8 @@ mod tests {
             namespaced: false,
         };
         type Wire = Meta;
-        fn meta(wire: &Meta) -> &Meta {
-            wire
+        fn meta(wire: &Meta) -> crate::meta::MetaView<'_> {
+            wire.view()
         }
         fn from_wire(_: &Meta) -> Result<Thing, Vec<Issue>> {
             Ok(Thing(0))

@@ -42,7 +42,11 @@ pub struct KubeObject<T: Watched> {
 impl<'de, T: Watched> Deserialize<'de> for KubeObject<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = <&'de RawValue>::deserialize(deserializer)?;
-        let decoded = decode_str::<T>(raw.get());
+        let mut decoded = decode_str::<T>(raw.get());
+        if decoded.resource_version.is_empty() {
+            // A kind whose wire type does not read it: the watcher needs it to resume.
+            decoded.resource_version = resource_version_of(raw.get());
+        }
         let meta = ObjectMeta {
             name: decoded.key.as_ref().map(|k| k.name.to_string()),
             namespace: decoded
@@ -58,6 +62,24 @@ impl<'de, T: Watched> Deserialize<'de> for KubeObject<T> {
             value: decoded.value,
         })
     }
+}
+
+/// `metadata.resourceVersion` alone, skipping the rest of the object.
+fn resource_version_of(text: &str) -> String {
+    #[derive(Deserialize)]
+    struct Object {
+        #[serde(default)]
+        metadata: Metadata,
+    }
+    #[derive(Default, Deserialize)]
+    struct Metadata {
+        #[serde(rename = "resourceVersion", default)]
+        resource_version: Option<String>,
+    }
+    serde_json::from_str::<Object>(text)
+        .ok()
+        .and_then(|o| o.metadata.resource_version)
+        .unwrap_or_default()
 }
 
 impl<T: Watched> kube::Resource for KubeObject<T> {
