@@ -75,8 +75,10 @@ pub fn main() -> ExitCode {
 }
 
 fn init_logging() {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| "info".into());
+    // kube-rs logs every failed request and dropped watch itself; the agent's sources
+    // report the same once, with the kind.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG")
+        .unwrap_or_else(|_| "info,kube_client=error,kube_client::client::builder=off".into());
     use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -158,6 +158,8 @@ async fn agent(settings: Settings) -> anyhow::Result<()> {
             _ = sigterm.recv() => break,
             _ = sigint.recv() => break,
         }
+        // Refused objects first, so a failure they cause is logged after them.
+        report.issues(&stores, &env.nodes, &metrics);
         loop {
             let round = runner.run_round(&mut env, &stores, Instant::now());
             log_round(&round, &metrics, &mut first_round);

@@ -180,10 +180,15 @@ fn trouble_text(e: &watcher::Error) -> String {
             "410 Gone: the watch fell too far behind; relisting".to_string()
         }
         other => {
+            // Each layer's message often repeats its source's: keep what is new.
             let mut text = other.to_string();
             let mut source = std::error::Error::source(other);
             while let Some(s) = source {
-                text.push_str(&format!(": {s}"));
+                let part = s.to_string();
+                if !text.contains(&part) {
+                    text.push_str(": ");
+                    text.push_str(&part);
+                }
                 source = s.source();
             }
             text
