@@ -258,10 +258,11 @@ fn status_text(runner: &Runner<NodeEnv>, stores: &Stores) -> String {
     }
     for (id, store) in stores.iter() {
         out.push_str(&format!(
-            "store {}: {} objects, {} refused{}\n",
+            "store {}: {} objects, {} refused, generation {}{}\n",
             id.kind(),
             store.len(),
             store.issue_count(),
+            store.generation(),
             if store.synced() {
                 ""
             } else {

@@ -123,15 +123,19 @@ impl Model {
                 spec.name.clone(),
             )
         });
+        // The accepted CIDRs as address intervals by start: they never overlap, so a new
+        // interval overlaps one of them exactly when it overlaps the last one starting at
+        // or before its end (O(log n) a check, not a scan of every node).
         let mut accepted: Vec<NodeSpec> = Vec::new();
+        let mut taken: BTreeMap<(bool, u128), (u128, IpNet, usize)> = BTreeMap::new();
         for spec in candidates {
-            let clash = accepted.iter().find_map(|kept| {
-                kept.pod_cidrs.iter().find_map(|a| {
-                    spec.pod_cidrs
-                        .iter()
-                        .find(|b| a.contains(*b) || b.contains(a))
-                        .map(|b| (kept, *a, *b))
-                })
+            let clash = spec.pod_cidrs.iter().find_map(|b| {
+                let (v6, start, end) = span(b);
+                taken
+                    .range(..=(v6, end))
+                    .next_back()
+                    .filter(|((family, _), (last, _, _))| *family == v6 && *last >= start)
+                    .map(|(_, (_, a, kept))| (*kept, *a, *b))
             });
             match clash {
                 Some((kept, a, b)) => issues.push(Issue::new(
@@ -139,11 +143,17 @@ impl Model {
                     "spec.podCIDRs",
                     format!(
                         "{b} overlaps {a} of {}, which keeps it; {} is left out",
-                        kept.object_name(),
+                        accepted[kept].object_name(),
                         spec.object_name()
                     ),
                 )),
-                None => accepted.push(spec),
+                None => {
+                    for cidr in &spec.pod_cidrs {
+                        let (v6, start, end) = span(cidr);
+                        taken.insert((v6, start), (end, *cidr, accepted.len()));
+                    }
+                    accepted.push(spec);
+                }
             }
         }
         let nodes = accepted
@@ -151,5 +161,17 @@ impl Model {
             .map(|spec| (spec.name.clone(), spec))
             .collect();
         (Model { nodes }, issues)
+    }
+}
+
+/// A prefix as (is IPv6, first address, last address).
+fn span(net: &IpNet) -> (bool, u128, u128) {
+    match net {
+        IpNet::V4(n) => (
+            false,
+            u32::from(n.network()).into(),
+            u32::from(n.broadcast()).into(),
+        ),
+        IpNet::V6(n) => (true, n.network().into(), n.broadcast().into()),
     }
 }

@@ -228,3 +228,50 @@ fn cluster_config_errors_name_the_field() {
     assert!(e.to_string().contains("overlap"));
     assert!(ClusterConfig::new(vec!["10.0.0.1/8".parse().unwrap()]).is_err());
 }
+
+#[test]
+fn overlaps_are_found_among_many_nodes_of_mixed_prefix_lengths() {
+    // A deterministic jumble of /20 to /28 CIDRs, many overlapping.
+    let mut seed: u32 = 12345;
+    let mut next = || {
+        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        seed >> 8
+    };
+    let docs: Vec<String> = (0..300)
+        .map(|i| {
+            let len = 20 + next() % 9;
+            let host = next() % (1 << 16);
+            let net: ipnet::Ipv4Net = format!("10.244.{}.{}/{len}", host >> 8, host & 0xff)
+                .parse()
+                .unwrap();
+            let ip = format!("192.0.{}.{}", 2 + i / 250, 1 + i % 250);
+            node_yaml(&format!("n{i:03}"), &[&net.trunc().to_string()], &ip)
+        })
+        .collect();
+    let (model, issues) = read(&docs);
+    let kept: Vec<&ipnet::IpNet> = model.nodes.values().map(|n| &n.pod_cidrs[0]).collect();
+    for (i, a) in kept.iter().enumerate() {
+        for b in &kept[i + 1..] {
+            assert!(!a.contains(*b) && !b.contains(*a), "{a} and {b} both kept");
+        }
+    }
+    let (all, _) = nodes_in_docs(&docs);
+    for node in all.iter().filter(|n| !model.nodes.contains_key(&n.name)) {
+        let cidr = &node.pod_cidrs[0];
+        assert!(
+            kept.iter().any(|k| k.contains(cidr) || cidr.contains(*k)),
+            "{} left out without an overlap",
+            node.name
+        );
+        assert!(issues
+            .iter()
+            .any(|i| i.contains(&format!("Node/{} ", node.name))));
+    }
+    assert!(model.nodes.len() < 300, "the jumble has overlaps");
+}
+
+fn nodes_in_docs(docs: &[String]) -> (Vec<NodeSpec>, Vec<Issue>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("nodes.yaml"), docs.join("---\n")).unwrap();
+    nodes_in(dir.path())
+}

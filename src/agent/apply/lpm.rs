@@ -1,9 +1,13 @@
 //! The datapath's node-wide state: its config (overlay device, own VTEP MAC) and its route
 //! table (own pod CIDRs, own VTEP addresses, every peer's pod CIDRs).
+//!
+//! Like the peers' kernel entries, the table is compared with the map's contents on a run
+//! that must consider everything, and otherwise with what the last successful run wrote.
 
 use std::collections::BTreeMap;
 
-use weft_datapath::{NodeConfig, Tables};
+use ipnet::IpNet;
+use weft_datapath::{NodeConfig, RouteKind, Tables};
 use weft_model::{KindId, NodeSpec};
 
 use super::Changes;
@@ -12,7 +16,10 @@ use crate::agent::plan::NodePlan;
 use crate::agent::reconcile::{Input, Reconciler};
 
 /// The datapath's config and route table.
-pub struct DatapathRoutes;
+#[derive(Default)]
+pub struct DatapathRoutes {
+    written: Option<(NodeConfig, BTreeMap<IpNet, RouteKind>)>,
+}
 
 impl Reconciler<NodeEnv> for DatapathRoutes {
     fn name(&self) -> &'static str {
@@ -30,7 +37,19 @@ impl Reconciler<NodeEnv> for DatapathRoutes {
     fn reconcile(&mut self, env: &mut NodeEnv, input: &Input<'_>) -> anyhow::Result<Changes> {
         let device = env.device()?;
         let plan = env.plan(input.stores)?.clone();
-        ensure(env.datapath.tables_mut(), &plan, device.vxlan_index)
+        let config = NodeConfig {
+            vxlan_ifindex: device.vxlan_index,
+            vtep_mac: plan.vtep_mac,
+        };
+        let previous = self.written.take();
+        let changes = match previous {
+            Some((was, before)) if !input.everything() => {
+                apply_delta(env.datapath.tables_mut(), &was, &before, config, &plan.lpm)?
+            }
+            _ => ensure(env.datapath.tables_mut(), &plan, device.vxlan_index)?,
+        };
+        self.written = Some((config, plan.lpm));
+        Ok(changes)
     }
 }
 
@@ -45,7 +64,34 @@ pub fn ensure(tables: &mut Tables, plan: &NodePlan, vxlan_index: u32) -> anyhow:
         changes.updated += 1;
     }
     let present: BTreeMap<_, _> = tables.routes()?.into_iter().collect();
-    for (net, kind) in &plan.lpm {
+    changes.merge(write_difference(tables, &present, &plan.lpm)?);
+    Ok(changes)
+}
+
+/// What changed since the last write, without reading the maps.
+fn apply_delta(
+    tables: &mut Tables,
+    was: &NodeConfig,
+    before: &BTreeMap<IpNet, RouteKind>,
+    config: NodeConfig,
+    after: &BTreeMap<IpNet, RouteKind>,
+) -> anyhow::Result<Changes> {
+    let mut changes = Changes::default();
+    if *was != config {
+        tables.set_config(config)?;
+        changes.updated += 1;
+    }
+    changes.merge(write_difference(tables, before, after)?);
+    Ok(changes)
+}
+
+fn write_difference(
+    tables: &mut Tables,
+    present: &BTreeMap<IpNet, RouteKind>,
+    wanted: &BTreeMap<IpNet, RouteKind>,
+) -> anyhow::Result<Changes> {
+    let mut changes = Changes::default();
+    for (net, kind) in wanted {
         match present.get(net) {
             Some(have) if have == kind => {}
             found => {
@@ -59,7 +105,7 @@ pub fn ensure(tables: &mut Tables, plan: &NodePlan, vxlan_index: u32) -> anyhow:
         }
     }
     for net in present.keys() {
-        if !plan.lpm.contains_key(net) {
+        if !wanted.contains_key(net) {
             tables.remove_route(*net)?;
             changes.removed += 1;
         }

@@ -23,8 +23,8 @@ pub fn node_reconcilers(
 ) -> anyhow::Result<()> {
     runner.add(stores, device::OverlayDevice)?;
     runner.add(stores, overlay::OverlayProgram)?;
-    runner.add(stores, lpm::DatapathRoutes)?;
-    runner.add(stores, peers::OverlayPeers)?;
+    runner.add(stores, lpm::DatapathRoutes::default())?;
+    runner.add(stores, peers::OverlayPeers::default())?;
     runner.add(stores, nat::Masquerade)?;
     runner.add(stores, cniconf::CniConfig)?;
     if egress_guard {
