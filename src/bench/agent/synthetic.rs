@@ -56,7 +56,7 @@ pub fn node(i: u32) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {
-            "name": name, "uid": uid(1, i), "resourceVersion": "1", "creationTimestamp": TIME,
+            "name": name, "uid": uid(1, i), "creationTimestamp": TIME,
             "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                        "kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "m5.large",
                        "topology.kubernetes.io/zone": format!("zone-{}", i % 3)},
@@ -87,7 +87,7 @@ pub fn namespace(i: u32) -> Value {
     let name = format!("ns{i}");
     json!({
         "apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": name, "uid": uid(2, i), "resourceVersion": "1", "creationTimestamp": TIME,
+        "metadata": {"name": name, "uid": uid(2, i), "creationTimestamp": TIME,
                      "labels": {"kubernetes.io/metadata.name": name, "team": format!("team{}", i % 7)}},
         "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}
     })
@@ -97,6 +97,16 @@ pub fn namespace(i: u32) -> Value {
 pub const REPLICAS: u32 = 5;
 pub const NAMESPACES: u32 = 50;
 
+/// The name of pod `i`: its deployment's name, its ReplicaSet's hash and an index.
+pub fn pod_name(i: u32) -> String {
+    let deployment = i / REPLICAS;
+    format!(
+        "app{deployment}-{:010x}-{:05}",
+        deployment.wrapping_mul(2654435761),
+        i % REPLICAS
+    )
+}
+
 /// Pod `i` (0-based), on node `i % nodes`, with `generation` folded into one label so the
 /// benchmark can change a pod in a way the store sees.
 pub fn pod(i: u32, nodes: u32, generation: u32) -> Value {
@@ -104,7 +114,7 @@ pub fn pod(i: u32, nodes: u32, generation: u32) -> Value {
     let ns = format!("ns{}", deployment % NAMESPACES);
     let app = format!("app{deployment}");
     let hash = format!("{:010x}", deployment.wrapping_mul(2654435761));
-    let name = format!("{app}-{hash}-{:05}", i % REPLICAS);
+    let name = pod_name(i);
     let node = i % nodes.max(1);
     let ip = pod_ip(i, nodes);
     let container = |c: &str, port: u32| {
@@ -135,7 +145,7 @@ pub fn pod(i: u32, nodes: u32, generation: u32) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
-            "name": name, "namespace": ns, "uid": uid(3, i), "resourceVersion": "1", "creationTimestamp": TIME,
+            "name": name, "namespace": ns, "uid": uid(3, i), "creationTimestamp": TIME,
             "generateName": format!("{app}-{hash}-"),
             "labels": {"app": app, "pod-template-hash": hash, "tier": if deployment.is_multiple_of(2) { "frontend" } else { "backend" },
                        "weft.dev/bench-generation": generation.to_string()},
@@ -178,10 +188,12 @@ pub fn pod(i: u32, nodes: u32, generation: u32) -> Value {
 pub fn service(d: u32) -> Value {
     let ns = format!("ns{}", d % NAMESPACES);
     let name = format!("svc{d}");
-    let ip = format!("10.{}.{}.{}", 96 + (d >> 16), (d >> 8) & 0xff, d & 0xff);
+    // Past the range's network address and the first few (the API server keeps those).
+    let n = d + 16;
+    let ip = format!("10.{}.{}.{}", 96 + (n >> 16), (n >> 8) & 0xff, n & 0xff);
     json!({
         "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": name, "namespace": ns, "uid": uid(5, d), "resourceVersion": "1", "creationTimestamp": TIME,
+        "metadata": {"name": name, "namespace": ns, "uid": uid(5, d), "creationTimestamp": TIME,
                      "labels": {"app": format!("app{d}")},
                      "managedFields": [{"manager": "kubectl", "operation": "Update", "apiVersion": "v1", "time": TIME,
                                         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:ports": {}, "f:selector": {}}}}]},
@@ -206,7 +218,7 @@ pub fn endpoint_slice(d: u32, nodes: u32) -> Value {
         .collect();
     json!({
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": format!("svc{d}-abcde"), "namespace": ns, "uid": uid(6, d), "resourceVersion": "1",
+        "metadata": {"name": format!("svc{d}-abcde"), "namespace": ns, "uid": uid(6, d),
                      "generateName": format!("svc{d}-"), "creationTimestamp": TIME,
                      "labels": {"kubernetes.io/service-name": format!("svc{d}"),
                                 "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
