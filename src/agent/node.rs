@@ -2,6 +2,8 @@
 //! the node model derived from the Node store, and facts one reconciler learns for the
 //! next (the overlay device's index and the pod MTU).
 
+use std::sync::Arc;
+
 use weft_datapath::Datapath;
 use weft_model::{Generation, Issue, Model, NodeSpec, Stores};
 use weft_netlink::Handle;
@@ -20,10 +22,11 @@ pub struct NodeEnv {
 }
 
 impl NodeEnv {
-    /// The node's plan from the current Node store (rebuilt only when it changed).
-    pub fn plan(&mut self, stores: &Stores) -> anyhow::Result<&NodePlan> {
+    /// The node's plan from the current Node store (rebuilt only when it changed; shared,
+    /// so a reconciler holds it while it uses the rest of the environment).
+    pub fn plan(&mut self, stores: &Stores) -> anyhow::Result<Arc<NodePlan>> {
         self.nodes.refresh(stores, &self.settings)?;
-        self.nodes.plan.as_ref().map_err(|e| anyhow::anyhow!("{e}"))
+        self.nodes.plan.clone().map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// The overlay device, as the overlay-device reconciler found it.
@@ -39,7 +42,7 @@ pub struct NodeView {
     pub model: Model,
     /// Nodes valid on their own but refused against the others (overlaps, outside CIDRs).
     pub issues: Vec<Issue>,
-    pub plan: Result<NodePlan, PlanError>,
+    pub plan: Result<Arc<NodePlan>, PlanError>,
 }
 
 impl Default for NodeView {
@@ -63,7 +66,7 @@ impl NodeView {
         let (model, mut issues) =
             Model::build_after(&self.model, &settings.cluster, store.iter().map(|(_, n)| n));
         issues.sort_by(|a, b| (&a.object, &a.field).cmp(&(&b.object, &b.field)));
-        self.plan = plan::plan(&model, &settings.cluster, &settings.node_name);
+        self.plan = plan::plan(&model, &settings.cluster, &settings.node_name).map(Arc::new);
         self.model = model;
         self.issues = issues;
         self.built_at = Some(store.generation());

@@ -42,7 +42,7 @@ impl Reconciler<NodeEnv> for CniConfig {
 
     fn reconcile(&mut self, env: &mut NodeEnv, input: &Input<'_>) -> anyhow::Result<Changes> {
         let device = env.device()?;
-        let plan = env.plan(input.stores)?.clone();
+        let plan = env.plan(input.stores)?;
         let conflist = render(&plan, &env.settings, device.pod_mtu);
         ensure(
             &env.settings.cni_conf_dir,

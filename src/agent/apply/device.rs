@@ -28,7 +28,7 @@ impl Reconciler<NodeEnv> for OverlayDevice {
 
     fn reconcile(&mut self, env: &mut NodeEnv, input: &Input<'_>) -> anyhow::Result<Changes> {
         env.device = None;
-        let plan = env.plan(input.stores)?.clone();
+        let plan = env.plan(input.stores)?;
         let (device, changes) = ensure(&mut env.handle, &plan, &env.settings)?;
         env.device = Some(device);
         Ok(changes)

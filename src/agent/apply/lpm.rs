@@ -36,7 +36,7 @@ impl Reconciler<NodeEnv> for DatapathRoutes {
 
     fn reconcile(&mut self, env: &mut NodeEnv, input: &Input<'_>) -> anyhow::Result<Changes> {
         let device = env.device()?;
-        let plan = env.plan(input.stores)?.clone();
+        let plan = env.plan(input.stores)?;
         let config = NodeConfig {
             vxlan_ifindex: device.vxlan_index,
             vtep_mac: plan.vtep_mac,
@@ -48,7 +48,7 @@ impl Reconciler<NodeEnv> for DatapathRoutes {
             }
             _ => ensure(env.datapath.tables_mut(), &plan, device.vxlan_index)?,
         };
-        self.written = Some((config, plan.lpm));
+        self.written = Some((config, plan.lpm.clone()));
         Ok(changes)
     }
 }

@@ -42,7 +42,7 @@ impl Reconciler<NodeEnv> for OverlayPeers {
 
     fn reconcile(&mut self, env: &mut NodeEnv, input: &Input<'_>) -> anyhow::Result<Changes> {
         let device = env.device()?;
-        let wanted = Entries::of(env.plan(input.stores)?);
+        let wanted = Entries::of(&*env.plan(input.stores)?);
         let previous = self.applied.take();
         let changes = match previous {
             Some((index, before)) if index == device.vxlan_index && !input.everything() => {
