@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::utils::{Backoff, StreamBackoff};
 use kube::runtime::watcher::{self, watcher, Event};
-use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -135,7 +135,7 @@ fn update<T: Watched>(event: Event<KubeObject<T>>) -> Result<Update<T>, String> 
 pub async fn watch<T: Watched>(client: Client, tx: mpsc::Sender<SourceMsg>) {
     let api: Api<KubeObject<T>> = Api::all(client);
     let config = watcher::Config::default().page_size(PAGE_SIZE);
-    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut events = StreamBackoff::new(watcher(api, config), WatchBackoff::default()).boxed();
     while let Some(first) = events.next().await {
         let mut pending = Some(first);
         let mut batch = Vec::new();
@@ -170,6 +170,62 @@ pub async fn watch<T: Watched>(client: Client, tx: mpsc::Sender<SourceMsg>) {
         }
         if !batch.is_empty() && tx.send(SourceMsg::batch(batch)).await.is_err() {
             return;
+        }
+    }
+}
+
+/// Exponential backoff between a kind's failed lists and watches (0.5 s doubling to 30 s,
+/// ±25 % jitter), reset once the source works again. kube-rs' default keeps backing off
+/// until two minutes pass without an error, so an agent that lived through an outage
+/// could wait half a minute to see the cluster again; a network agent should not. An
+/// answer that follows an error within a second does not count as working (a watch that
+/// fails as soon as it starts must not hammer the API server).
+#[derive(Debug)]
+pub struct WatchBackoff {
+    next: Duration,
+    failed_at: Option<std::time::Instant>,
+}
+
+const BACKOFF_FIRST: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+impl Default for WatchBackoff {
+    fn default() -> WatchBackoff {
+        WatchBackoff {
+            next: BACKOFF_FIRST,
+            failed_at: None,
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let now = std::time::Instant::now();
+        self.failed_at = Some(now);
+        let base = self.next;
+        self.next = (self.next * 2).min(BACKOFF_MAX);
+        // Jitter from the clock: no two kinds (or nodes) retry in lockstep.
+        let noise = (now_nanos() % 1000) as f64 / 1000.0;
+        Some(base.mul_f64(0.75 + noise / 2.0))
+    }
+}
+
+fn now_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default()
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        if self
+            .failed_at
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
+        {
+            *self = WatchBackoff::default();
         }
     }
 }
@@ -300,6 +356,22 @@ mod tests {
             SourceMsg::Trouble { error, .. } => troubles.push(error),
             SourceMsg::Issues { .. } => {}
         }
+    }
+
+    #[test]
+    fn backoff_grows_to_its_cap_and_resets_only_after_working_a_while() {
+        let mut b = WatchBackoff::default();
+        let delays: Vec<Duration> = (0..10).map(|_| b.next().unwrap()).collect();
+        assert!(delays[0] >= Duration::from_millis(375) && delays[0] <= Duration::from_millis(625));
+        assert!(delays[9] <= BACKOFF_MAX.mul_f64(1.25) && delays[9] >= BACKOFF_MAX.mul_f64(0.75));
+        b.reset();
+        assert!(
+            b.next().unwrap() > Duration::from_secs(20),
+            "an answer right after an error is no recovery"
+        );
+        b.failed_at = Some(std::time::Instant::now() - Duration::from_secs(2));
+        b.reset();
+        assert!(b.next().unwrap() < Duration::from_secs(1));
     }
 
     /// List, watch, 410 Gone, relist: a malformed pod is named and skipped, the relist
