@@ -40,6 +40,9 @@ enum BenchCmd {
     Guard(bench::guard::Args),
     /// Throughput and latency of weft's datapath against raw veth, bridge and kernel VXLAN.
     Datapath(bench::datapath::Args),
+    /// The agent against an in-memory API server with a synthetic cluster: sync, memory,
+    /// event latency.
+    Agent(bench::agent::Args),
 }
 
 pub fn main() -> ExitCode {
@@ -53,6 +56,7 @@ pub fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Cni(args)) => bench::cni::run(&args),
         Cmd::Bench(BenchCmd::Guard(args)) => bench::guard::run(&args),
         Cmd::Bench(BenchCmd::Datapath(args)) => bench::datapath::run(&args),
+        Cmd::Bench(BenchCmd::Agent(args)) => bench::agent::run(&args),
         Cmd::Status(args) => match crate::status::run(&args) {
             Ok(true) => Ok(()),
             Ok(false) => Err(anyhow::anyhow!(
