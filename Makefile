@@ -7,10 +7,10 @@ CARGO ?= cargo
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	iproute2 nftables iperf3 busybox-static jq iputils-ping \
 	containernetworking-plugins containerd runc podman umoci gcc libc6-dev \
-	protobuf-compiler ethtool
+	protobuf-compiler ethtool gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 STAMP := target/.deps-installed
 
-.PHONY: deps build release test demo lint fmt clean
+.PHONY: deps build release image test demo lint fmt clean
 
 deps: $(STAMP)
 
@@ -29,6 +29,27 @@ build: deps
 
 release: deps
 	$(CARGO) build --locked --release --bin weft
+
+# The agent's OCI image as a layout in $(IMAGE_OUT), one platform per entry of IMAGE_ARCHS,
+# then the check that gates every published index (docs/release.md). Architectures other
+# than this machine's are cross-built into target/<rust target>/release/weft with Debian's
+# cross toolchain; that needs the Rust target installed (`rustup target add ...`).
+HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null)
+IMAGE_ARCHS ?= $(HOST_ARCH)
+IMAGE_OUT ?= target/image
+RUST_TARGET_amd64 := x86_64-unknown-linux-gnu
+RUST_TARGET_arm64 := aarch64-unknown-linux-gnu
+CROSS_ENV_amd64 := CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER=x86_64-linux-gnu-gcc \
+	CC_x86_64_unknown_linux_gnu=x86_64-linux-gnu-gcc
+CROSS_ENV_arm64 := CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+	CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
+
+image: release $(addprefix release-,$(filter-out $(HOST_ARCH),$(IMAGE_ARCHS)))
+	$(CARGO) --locked xtask image build $(addprefix --arch ,$(IMAGE_ARCHS)) --out $(IMAGE_OUT)
+	$(CARGO) --locked xtask image check $(IMAGE_OUT)
+
+release-%: deps
+	$(CROSS_ENV_$*) $(CARGO) build --locked --release --bin weft --target $(RUST_TARGET_$*)
 
 # Everything: formatting and lints first (cheap, and a red lint fails CI like a red test),
 # then every test of every crate. Tests that need root, namespaces, BPF or the container
