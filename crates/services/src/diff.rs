@@ -40,11 +40,14 @@ impl NodePlan {
     /// The changes that turn `self` into `new`.
     pub fn diff(&self, new: &NodePlan) -> PlanDiff {
         let mut services = Vec::new();
-        let names: BTreeSet<&ServiceName> =
-            self.services.keys().chain(new.services.keys()).collect();
+        let names: BTreeSet<&ServiceName> = self
+            .services()
+            .keys()
+            .chain(new.services().keys())
+            .collect();
         for name in names {
-            let old = self.services.get(name);
-            let next = new.services.get(name);
+            let old = self.services().get(name);
+            let next = new.services().get(name);
             if old != next {
                 services.push(ServiceChange {
                     name: name.clone(),
@@ -54,8 +57,8 @@ impl NodePlan {
             }
         }
         PlanDiff {
-            service_cidrs: (self.service_cidrs != new.service_cidrs)
-                .then(|| new.service_cidrs.clone()),
+            service_cidrs: (self.service_cidrs() != new.service_cidrs())
+                .then(|| new.service_cidrs().to_vec()),
             services,
         }
     }

@@ -17,6 +17,7 @@ mod diff;
 pub mod endpoints;
 mod ids;
 pub mod ip;
+mod meta;
 mod plan;
 mod service;
 mod settings;

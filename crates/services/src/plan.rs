@@ -220,12 +220,11 @@ impl ServicePlan {
 }
 
 /// Everything this node serves. Build it with [`NodePlan::build`]; compare two with
-/// [`NodePlan::diff`].
+/// [`NodePlan::diff`]. Read-only outside the crate, so its lookups always agree with it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct NodePlan {
-    pub services: BTreeMap<ServiceName, ServicePlan>,
-    /// Addresses in these that belong to no Service are dropped.
-    pub service_cidrs: Vec<IpNet>,
+    services: BTreeMap<ServiceName, ServicePlan>,
+    service_cidrs: Vec<IpNet>,
     #[serde(skip)]
     index: Index,
 }
@@ -313,6 +312,15 @@ impl NodePlan {
 
     pub(crate) fn set_service_cidrs(&mut self, cidrs: Vec<IpNet>) {
         self.service_cidrs = cidrs;
+    }
+
+    pub fn services(&self) -> &BTreeMap<ServiceName, ServicePlan> {
+        &self.services
+    }
+
+    /// Addresses in these that belong to no Service are dropped.
+    pub fn service_cidrs(&self) -> &[IpNet] {
+        &self.service_cidrs
     }
 
     /// The frontend serving (address, protocol, port), with its port and Service.

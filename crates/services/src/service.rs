@@ -9,6 +9,7 @@ use weft_model::Issue;
 
 use crate::ids::{Protocol, ServiceName};
 use crate::ip::{family_of, parse_cidr, parse_ip};
+use crate::meta::identify;
 use crate::wire::ServiceWire;
 
 /// Services carrying this label belong to another proxy (kube-proxy ignores every Service
@@ -124,24 +125,9 @@ impl Service {
     pub fn from_wire(wire: &ServiceWire) -> Result<Service, Vec<Issue>> {
         let mut issues = Vec::new();
         let meta = &wire.metadata;
-        let namespace = meta
-            .namespace
-            .clone()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| "default".to_string());
-        let raw_name = meta.name.clone().unwrap_or_default();
-        let name = ServiceName::new(
-            namespace,
-            if raw_name.is_empty() {
-                "<unnamed>"
-            } else {
-                &raw_name
-            },
-        );
-        let object = name.object();
-        if raw_name.is_empty() {
-            issues.push(Issue::new(&object, "metadata.name", "missing"));
-        }
+        let id = identify(meta, "Service", &mut issues);
+        let name = ServiceName::new(id.namespace, id.name);
+        let object = id.object;
         let spec = &wire.spec;
 
         let service_type = match spec.type_.as_deref() {

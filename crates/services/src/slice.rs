@@ -6,6 +6,7 @@ use weft_model::Issue;
 
 use crate::ids::{Family, Protocol};
 use crate::ip::{family_of, parse_ip};
+use crate::meta::identify;
 use crate::wire::EndpointSliceWire;
 
 /// The label that ties a slice to its Service (same namespace).
@@ -61,19 +62,8 @@ impl EndpointSlice {
     pub fn from_wire(wire: &EndpointSliceWire) -> Result<EndpointSlice, Vec<Issue>> {
         let mut issues = Vec::new();
         let meta = &wire.metadata;
-        let namespace = meta
-            .namespace
-            .clone()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| "default".to_string());
-        let name = meta.name.clone().unwrap_or_default();
-        let object = format!(
-            "EndpointSlice/{namespace}/{}",
-            if name.is_empty() { "<unnamed>" } else { &name }
-        );
-        if name.is_empty() {
-            issues.push(Issue::new(&object, "metadata.name", "missing"));
-        }
+        let id = identify(meta, "EndpointSlice", &mut issues);
+        let object = id.object;
         let service = meta
             .labels
             .get(SERVICE_NAME_LABEL)
@@ -100,8 +90,8 @@ impl EndpointSlice {
             }
         };
         let mut slice = EndpointSlice {
-            namespace,
-            name,
+            namespace: id.namespace,
+            name: id.name,
             service,
             family,
             ports: Vec::new(),

@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::ids::{Protocol, ServiceName};
 use crate::ip::family_of;
-use crate::plan::{NodePlan, SourceClass, WhenEmpty};
+use crate::plan::{FrontendKey, NodePlan, SourceClass, WhenEmpty};
 
 /// Who opens the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +118,7 @@ impl NodePlan {
         if family_of(&source.address) != family_of(&destination.ip()) {
             return Verdict::NotServiceTraffic;
         }
-        let key = crate::plan::FrontendKey {
+        let key = FrontendKey {
             address: destination.ip(),
             protocol,
             port: destination.port(),

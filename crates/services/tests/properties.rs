@@ -370,7 +370,7 @@ fn raw_endpoints(
 }
 
 fn check_backend_sets(built: &Built) -> Result<(), TestCaseError> {
-    for service in built.plan.services.values() {
+    for service in built.plan.services().values() {
         for port in service.ports.values() {
             let raw = raw_endpoints(
                 built,
@@ -589,7 +589,7 @@ fn the_generator_covers_every_case() {
     for _ in 0..200 {
         let spec = world_spec().new_tree(&mut runner).unwrap().current();
         let built = build(&spec);
-        for s in built.plan.services.values() {
+        for s in built.plan.services().values() {
             *seen.entry("health check").or_default() += s.health_check.is_some() as usize;
             *seen.entry("foreign").or_default() += (!s.proxied) as usize;
             for p in s.ports.values() {

@@ -29,7 +29,7 @@ fn world(eps: Vec<weft_services::wire::EndpointWire>) -> World {
 }
 
 fn health(plan: &NodePlan) -> (u16, u32) {
-    let hc = plan.services[&ServiceName::new("ns1", "svc1")]
+    let hc = plan.services()[&ServiceName::new("ns1", "svc1")]
         .health_check
         .as_ref()
         .expect("health check");
@@ -46,7 +46,7 @@ fn counts_ready_local_endpoints_never_terminating_ones() {
     ])
     .plan();
     let services_with_local_ready = before
-        .services
+        .services()
         .values()
         .filter(|s| {
             s.health_check
@@ -146,7 +146,7 @@ fn one_pod_on_two_ports_counts_once() {
         ],
     );
     let plan = World::new(vec![svc], vec![v4, v6]).plan();
-    let hc = plan.services[&ServiceName::new("ns1", "svc1")]
+    let hc = plan.services()[&ServiceName::new("ns1", "svc1")]
         .health_check
         .clone()
         .unwrap();

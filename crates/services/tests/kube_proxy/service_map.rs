@@ -9,11 +9,11 @@ fn compact(wire: &weft_services::wire::ServiceWire) -> Service {
 }
 
 fn port_count(plan: &NodePlan) -> usize {
-    plan.services.values().map(|s| s.ports.len()).sum()
+    plan.services().values().map(|s| s.ports.len()).sum()
 }
 
 fn health_ports(plan: &NodePlan) -> Vec<(String, u16)> {
-    plan.services
+    plan.services()
         .values()
         .filter_map(|s| {
             s.health_check
@@ -50,7 +50,7 @@ fn headless_and_external_name_services_are_ignored() {
         vec![],
     );
     let plan = world.plan();
-    assert!(plan.services.is_empty());
+    assert!(plan.services().is_empty());
     run_flows(
         "ignored",
         &plan,

@@ -282,7 +282,7 @@ fn fqdn_slices_are_accepted_and_carry_nothing() {
 fn a_service_given_twice_is_reported() {
     let one = Service::from_wire(&good()).unwrap();
     let (plan, issues) = NodePlan::build([&one, &one], [], &test_node(), &test_settings());
-    assert_eq!(plan.services.len(), 1);
+    assert_eq!(plan.services().len(), 1);
     assert_eq!(issues.len(), 1);
     assert_eq!(issues[0].field, "metadata.name");
 }
