@@ -7,7 +7,8 @@
 //! - [`Compiler`] produces one node's tables ([`table`]), the form the datapath holds;
 //!   [`simulate`] performs exactly the datapath's lookups on them, and [`conntrack`] adds
 //!   the connection table around those lookups.
-//! - [`explain`] words decisions and drop events.
+//! - [`explain`] words decisions and drop events; [`scenario`] carries the upstream Netpol
+//!   e2e cases as data.
 //!
 //! `docs/policy.md` describes the semantics, the identity model, the tables, the lookup
 //! order and how ordered tiers fit.
@@ -54,6 +55,7 @@ pub mod owned;
 mod policy;
 mod ports;
 pub mod reference;
+pub mod scenario;
 pub mod selector;
 pub mod simulate;
 pub mod table;
