@@ -8,7 +8,7 @@
 //!   [`simulate`] performs exactly the datapath's lookups on them, and [`conntrack`] adds
 //!   the connection table around those lookups.
 //! - [`explain`] words decisions and drop events; [`scenario`] carries the upstream Netpol
-//!   e2e cases as data.
+//!   e2e cases as data; [`bench`] times the compiler.
 //!
 //! `docs/policy.md` describes the semantics, the identity model, the tables, the lookup
 //! order and how ordered tiers fit.
@@ -45,6 +45,7 @@
 //! assert!(why.to_string().contains("denied by default: selected by x/deny-all"));
 //! ```
 
+pub mod bench;
 mod cluster;
 mod compile;
 pub mod conntrack;
