@@ -433,20 +433,28 @@ impl NodeTables {
         }
     }
 
-    /// Applies a diff (what the agent does to the maps, here on the model).
+    /// Applies a diff in the order the agent writes the maps: every upsert (allow, CIDR,
+    /// identities, endpoints), then every delete (endpoints, identities, CIDR, allow), so
+    /// nothing refers to an entry not yet written or already gone.
     pub fn apply(&mut self, diff: &TablesDiff) {
-        fn one<K: Ord + Copy, V: Copy>(t: &mut BTreeMap<K, V>, c: &Changes<K, V>) {
+        fn upsert<K: Ord + Copy, V: Copy>(t: &mut BTreeMap<K, V>, c: &Changes<K, V>) {
             for (k, v) in &c.upsert {
                 t.insert(*k, *v);
             }
+        }
+        fn delete<K: Ord + Copy, V>(t: &mut BTreeMap<K, V>, c: &Changes<K, V>) {
             for k in &c.delete {
                 t.remove(k);
             }
         }
-        one(&mut self.allow, &diff.allow);
-        one(&mut self.cidrs, &diff.cidrs);
-        one(&mut self.identities, &diff.identities);
-        one(&mut self.endpoints, &diff.endpoints);
+        upsert(&mut self.allow, &diff.allow);
+        upsert(&mut self.cidrs, &diff.cidrs);
+        upsert(&mut self.identities, &diff.identities);
+        upsert(&mut self.endpoints, &diff.endpoints);
+        delete(&mut self.endpoints, &diff.endpoints);
+        delete(&mut self.identities, &diff.identities);
+        delete(&mut self.cidrs, &diff.cidrs);
+        delete(&mut self.allow, &diff.allow);
     }
 }
 
