@@ -13,13 +13,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
 
+mod support;
+
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use weft_policy::explain::{explain, explain_allow, explain_drop};
+use support::{both_explanations, compile};
+use weft_policy::explain::explain;
 use weft_policy::owned::{OwnedCluster, OwnedNamespace, OwnedNode, OwnedPod};
-use weft_policy::reference::{evaluate, Connection};
-use weft_policy::simulate::{path, Allowed, Decision, Simulator};
+use weft_policy::simulate::path;
 use weft_policy::{wire, Compiler, ContainerPort, NetworkPolicy, Protocol, NAMESPACE_NAME_LABEL};
 
 const NAMESPACES: [&str; 4] = ["ns0", "ns1", "ns2", "ns3"]; // ns3 has no Namespace object
@@ -588,13 +590,9 @@ fn addresses(c: &OwnedCluster) -> Vec<IpAddr> {
 }
 
 /// Compares the evaluators on every probe of the matrix.
-fn compare(c: &OwnedCluster, compilers: &mut [Compiler]) -> Result<(), TestCaseError> {
+fn compare(c: &OwnedCluster, compilers: &mut Vec<Compiler>) -> Result<(), TestCaseError> {
     let cluster = c.cluster();
-    let sims: Vec<Simulator> = NODES
-        .iter()
-        .zip(compilers.iter_mut())
-        .map(|(node, compiler)| Simulator::new(compiler.compile(&cluster, node).tables))
-        .collect();
+    let sims = compile(c, compilers);
     let mut probes: Vec<(u8, u16)> = Vec::new();
     for p in Protocol::ALL {
         for port in PROBE_PORTS {
@@ -610,44 +608,13 @@ fn compare(c: &OwnedCluster, compilers: &mut [Compiler]) -> Result<(), TestCaseE
                 continue;
             }
             for &(protocol, port) in &probes {
-                let reference = evaluate(
-                    &cluster,
-                    &Connection {
-                        src,
-                        dst,
-                        protocol,
-                        port,
-                    },
-                );
-                let simulated = path(&sims, src, dst, protocol, port);
-                if reference.allowed() != simulated.allowed() {
-                    let mut report = format!(
-                        "reference and datapath disagree (reference {}, datapath {}):\n{}\n",
-                        reference.allowed(),
-                        simulated.allowed(),
-                        explain(&cluster, src, dst, protocol, port)
-                    );
-                    for (decision, who) in [(simulated.egress, src), (simulated.ingress, dst)] {
-                        match decision {
-                            Some(Decision::Drop(e)) => {
-                                let node = sims.iter().find(|s| s.is_local(who)).unwrap();
-                                report.push_str(&format!(
-                                    "  datapath: {}\n",
-                                    explain_drop(node.tables(), &e)
-                                ));
-                            }
-                            Some(Decision::Allow(a)) => {
-                                let node = sims.iter().find(|s| s.is_local(who)).unwrap();
-                                let why = match a {
-                                    Allowed::Rule(v) => explain_allow(node.tables(), &v),
-                                    other => format!("{other:?}"),
-                                };
-                                report.push_str(&format!("  datapath: {who}: {why}\n"))
-                            }
-                            None => {}
-                        }
-                    }
-                    return Err(TestCaseError::fail(report));
+                let reference = explain(&cluster, src, dst, protocol, port).allowed();
+                let simulated = path(&sims, src, dst, protocol, port).allowed();
+                if reference != simulated {
+                    return Err(TestCaseError::fail(format!(
+                        "reference and datapath disagree (reference {reference}, datapath {simulated}):\n{}",
+                        both_explanations(&cluster, &sims, src, dst, protocol, port)
+                    )));
                 }
             }
         }
@@ -671,13 +638,12 @@ proptest! {
 
     #[test]
     fn the_datapath_decides_as_the_reference(u in universe_strategy()) {
-        let mut compilers: Vec<Compiler> = NODES.iter().map(|_| Compiler::new()).collect();
+        let mut compilers = Vec::new();
         let before = u.build();
         compare(&before, &mut compilers)?;
         let after = u.changed(before);
         compare(&after, &mut compilers)?;
         // A fresh compiler agrees with the incremental one on every verdict.
-        let mut fresh: Vec<Compiler> = NODES.iter().map(|_| Compiler::new()).collect();
-        compare(&after, &mut fresh)?;
+        compare(&after, &mut Vec::new())?;
     }
 }

@@ -2,14 +2,16 @@
 //! and the compiled tables through the simulated datapath lookups, over IPv4 and IPv6, with
 //! the world's pods spread over two nodes and one compiler per node kept across steps.
 
+mod support;
+
 use std::net::IpAddr;
 
-use weft_policy::explain::{explain, explain_drop};
+use support::{both_explanations, compile};
+use weft_policy::explain::explain;
 use weft_policy::owned::{OwnedCluster, OwnedNamespace, OwnedNode, OwnedPod};
-use weft_policy::reference::{evaluate, Connection};
 use weft_policy::scenario::{pod_names, render, Bindings, Matrix, Probe, Scenario, Step, World};
-use weft_policy::simulate::{path, Decision, Simulator};
-use weft_policy::{wire, Compiler, NetworkPolicy};
+use weft_policy::simulate::path;
+use weft_policy::{wire, NetworkPolicy};
 
 const NODES: [&str; 2] = ["n0", "n1"];
 
@@ -117,7 +119,7 @@ fn matrix(b: &Bindings, decide: impl Fn(IpAddr, IpAddr) -> bool) -> Matrix {
 fn check_scenario(s: &Scenario, v6: bool, failures: &mut Vec<String>) {
     let (mut c, b) = world(v6);
     let family = if v6 { "IPv6" } else { "IPv4" };
-    let mut compilers: Vec<Compiler> = NODES.iter().map(|_| Compiler::new()).collect();
+    let mut compilers = Vec::new();
     for (si, step) in s.steps.iter().enumerate() {
         let at = format!("{} ({family}) step {si} {:?}", s.name, step.name);
         if let Err(e) = run_step(&mut c, &b, step) {
@@ -125,27 +127,14 @@ fn check_scenario(s: &Scenario, v6: bool, failures: &mut Vec<String>) {
             return;
         }
         let cluster = c.cluster();
-        let sims: Vec<Simulator> = NODES
-            .iter()
-            .zip(compilers.iter_mut())
-            .map(|(node, compiler)| Simulator::new(compiler.compile(&cluster, node).tables))
-            .collect();
+        let sims = compile(&c, &mut compilers);
         for e in &step.expect {
             let expected = e.matrix().unwrap();
             for probe in e.probes().unwrap() {
                 let Probe { protocol, port } = probe;
                 let proto = protocol.number();
                 let reference = matrix(&b, |src, dst| {
-                    evaluate(
-                        &cluster,
-                        &Connection {
-                            src,
-                            dst,
-                            protocol: proto,
-                            port,
-                        },
-                    )
-                    .allowed()
+                    explain(&cluster, src, dst, proto, port).allowed()
                 });
                 let compiled = matrix(&b, |src, dst| path(&sims, src, dst, proto, port).allowed());
                 for (name, got) in [("reference", &reference), ("compiled", &compiled)] {
@@ -158,17 +147,7 @@ fn check_scenario(s: &Scenario, v6: bool, failures: &mut Vec<String>) {
                     );
                     for (from, to) in diffs.iter().take(3) {
                         let (src, dst) = (b.addresses[from], b.addresses[to]);
-                        report.push_str(&format!("{}\n", explain(&cluster, src, dst, proto, port)));
-                        let p = path(&sims, src, dst, proto, port);
-                        for (decision, sim_index) in [(p.egress, &src), (p.ingress, &dst)] {
-                            if let Some(Decision::Drop(event)) = decision {
-                                let node = sims.iter().find(|s| s.is_local(*sim_index)).unwrap();
-                                report.push_str(&format!(
-                                    "  datapath: {}\n",
-                                    explain_drop(node.tables(), &event)
-                                ));
-                            }
-                        }
+                        report.push_str(&both_explanations(&cluster, &sims, src, dst, proto, port));
                     }
                     failures.push(report);
                 }

@@ -3,9 +3,10 @@
 
 use std::net::IpAddr;
 
+use weft_policy::explain::{explain, explain_allow, explain_drop};
 use weft_policy::owned::{OwnedCluster, OwnedNamespace, OwnedNode, OwnedPod};
-use weft_policy::reference::{evaluate, Connection};
-use weft_policy::simulate::{path, Simulator};
+use weft_policy::simulate::{path, Allowed, Decision, Simulator};
+use weft_policy::Cluster;
 use weft_policy::{wire, Compiler, ContainerPort, NetworkPolicy, Protocol};
 
 pub const TCP: u8 = 6;
@@ -79,24 +80,42 @@ pub fn compile(c: &OwnedCluster, compilers: &mut Vec<Compiler>) -> Vec<Simulator
         .collect()
 }
 
+/// Both evaluators' words for one attempt: the reference's explanation, then what each
+/// node's tables decided.
+pub fn both_explanations(
+    cluster: &Cluster,
+    sims: &[Simulator],
+    src: IpAddr,
+    dst: IpAddr,
+    protocol: u8,
+    port: u16,
+) -> String {
+    let mut report = format!("{}\n", explain(cluster, src, dst, protocol, port));
+    let p = path(sims, src, dst, protocol, port);
+    for (decision, endpoint) in [(p.egress, src), (p.ingress, dst)] {
+        let Some(decision) = decision else { continue };
+        let node = sims.iter().find(|s| s.is_local(endpoint)).unwrap();
+        let why = match decision {
+            Decision::Drop(e) => explain_drop(node.tables(), &e),
+            Decision::Allow(Allowed::Rule(v)) => explain_allow(node.tables(), &v),
+            Decision::Allow(other) => format!("{endpoint}: {other:?}"),
+        };
+        report.push_str(&format!("  datapath: {why}\n"));
+    }
+    report
+}
+
 /// Both evaluators' verdicts; the test fails when they disagree.
 pub fn allowed(c: &OwnedCluster, src: &str, dst: &str, protocol: u8, port: u16) -> bool {
     let sims = compile(c, &mut Vec::new());
+    let cluster = c.cluster();
     let (src, dst) = (ip(src), ip(dst));
-    let reference = evaluate(
-        &c.cluster(),
-        &Connection {
-            src,
-            dst,
-            protocol,
-            port,
-        },
-    );
-    let simulated = path(&sims, src, dst, protocol, port);
+    let reference = explain(&cluster, src, dst, protocol, port).allowed();
     assert_eq!(
-        reference.allowed(),
-        simulated.allowed(),
-        "evaluators disagree: {reference}\n datapath: {simulated:?}"
+        reference,
+        path(&sims, src, dst, protocol, port).allowed(),
+        "evaluators disagree:\n{}",
+        both_explanations(&cluster, &sims, src, dst, protocol, port)
     );
-    reference.allowed()
+    reference
 }
