@@ -103,6 +103,12 @@ pub enum Error {
     #[error("{var}={value:?}: expected one of auto, tcx, clsact")]
     InvalidAttachMode { var: &'static str, value: String },
 
+    #[error("program {program}: not supported: {what}")]
+    Unsupported {
+        program: Program,
+        what: &'static str,
+    },
+
     #[error("pin root {path}: {reason}")]
     InvalidPinRoot { path: PathBuf, reason: &'static str },
 }

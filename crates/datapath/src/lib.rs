@@ -49,6 +49,6 @@ pub use loader::{Datapath, InstalledProgram, ProgramChange};
 pub use mode::AttachMode;
 pub use model::{Counters, EndpointInfo, NodeConfig, RouteKind};
 pub use pins::{PinLayout, DEFAULT_PIN_ROOT};
-pub use programs::Program;
+pub use programs::{Attach, CgroupHook, Devices, Program, ProgramSpec, TcHook};
 pub use tables::Tables;
 pub use tcx::{LinkChange, SweepReport};

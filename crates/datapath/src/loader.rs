@@ -19,7 +19,7 @@ use crate::mode::AttachMode;
 use crate::model::{Counters, EndpointInfo, NodeConfig, RouteKind};
 use crate::pinned;
 use crate::pins::PinLayout;
-use crate::programs::Program;
+use crate::programs::{Attach, Program};
 use crate::sys;
 use crate::tables::Tables;
 use crate::tcx::{self, LinkChange, ProgRef, SweepReport};
@@ -123,16 +123,30 @@ impl Datapath {
     /// `links/overlay/<ifname>` or weft's cls_bpf filter, reusing (and repointing)
     /// whichever is already there, else in [`Datapath::attach_mode`].
     pub fn attach_overlay(&self, ifname: &str) -> Result<LinkChange> {
-        let hook = Hook::overlay(&self.pins, ifname)?;
-        let ifindex = ifindex_of(ifname)?;
-        let prog = self.prog_ref(Program::FromOverlay)?;
-        hook::ensure(&hook, ifindex, prog, self.attach_mode).map(|(change, _)| change)
+        self.attach_device(Program::FromOverlay, ifname)
     }
 
     /// Detaches the overlay program from `ifname`, whichever way it is attached.
     /// Idempotent.
     pub fn detach_overlay(&self, ifname: &str) -> Result<()> {
-        hook::detach(&Hook::overlay(&self.pins, ifname)?)
+        self.detach_device(Program::FromOverlay, ifname)
+    }
+
+    /// Attaches the tc program `program` to the device `ifname` (calling thread's
+    /// network namespace) at the side its table row names: a TCX link pinned at
+    /// `links/<dir>/<ifname>`, or (ingress only) weft's cls_bpf filter, reusing whichever
+    /// is there, else in [`Datapath::attach_mode`]. Pod veths are the CNI plugin's
+    /// ([`crate::pod::attach_pod`]).
+    pub fn attach_device(&self, program: Program, ifname: &str) -> Result<LinkChange> {
+        let hook = Hook::new(&self.pins, program, ifname)?;
+        let ifindex = ifindex_of(ifname)?;
+        let prog = self.prog_ref(program)?;
+        hook::ensure(&hook, ifindex, prog, self.attach_mode).map(|(change, _)| change)
+    }
+
+    /// Detaches `program` from `ifname`, whichever way it is attached. Idempotent.
+    pub fn detach_device(&self, program: Program, ifname: &str) -> Result<()> {
+        hook::detach(&Hook::new(&self.pins, program, ifname)?)
     }
 
     pub fn set_config(&mut self, config: NodeConfig) -> Result<()> {
@@ -199,16 +213,24 @@ fn load_program(pins: &PinLayout, program: Program) -> Result<InstalledProgram> 
         .default_map_pin_directory(pins.maps_dir())
         .load(program.object())
         .map_err(object_err)?;
-    let classifier: &mut SchedClassifier = ebpf
+    let loaded = ebpf
         .program_mut(program.name())
-        .ok_or(Error::MissingProgram { program })?
-        .try_into()
-        .map_err(program_err)?;
-    classifier.load().map_err(program_err)?;
-    let new_fd = classifier
-        .fd()
-        .map_err(program_err)?
-        .as_fd()
+        .ok_or(Error::MissingProgram { program })?;
+    let fd = match program.attach() {
+        Attach::Tc { .. } => {
+            let classifier: &mut SchedClassifier = loaded.try_into().map_err(program_err)?;
+            classifier.load().map_err(program_err)?;
+            classifier.fd().map_err(program_err)?.as_fd()
+        }
+        Attach::Cgroup(_) | Attach::Lsm { .. } => {
+            return Err(Error::Unsupported {
+                program,
+                what: "loading cgroup and LSM programs (the table can list them; the \
+                       loader learns them with their first program)",
+            })
+        }
+    };
+    let new_fd = fd
         .try_clone_to_owned()
         .map_err(|e| Error::bpf("dup program fd", pins.program(program), e))?;
     install(pins, program, new_fd)

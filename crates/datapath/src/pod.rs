@@ -150,7 +150,10 @@ pub fn verify_pod(
             )));
         }
     }
-    let problem = match (observed.live_link(host_ifindex), observed.filter()) {
+    let problem = match (
+        observed.live_link(host_ifindex, hook.tcx_attach_type()),
+        observed.filter(),
+    ) {
         (Some(_), Some(_)) => Some(format!(
             "{host_ifname} runs the pod program twice: through the TCX link pinned at {pin} \
              and through cls_bpf filter {:?}",

@@ -22,12 +22,16 @@ const BPF_LINK_CREATE: u32 = 28;
 const BPF_LINK_UPDATE: u32 = 29;
 const BPF_LINK_DETACH: u32 = 34;
 
-/// `BPF_TCX_INGRESS` (kernel 6.6+; newer than Debian 12's UAPI headers).
+/// `BPF_TCX_INGRESS` and `BPF_TCX_EGRESS` (kernel 6.6+; newer than Debian 12's UAPI
+/// headers).
 pub(crate) const BPF_TCX_INGRESS: u32 = 46;
+pub(crate) const BPF_TCX_EGRESS: u32 = 47;
 /// `BPF_LINK_TYPE_TCX`.
 pub(crate) const BPF_LINK_TYPE_TCX: u32 = 11;
-/// `BPF_PROG_TYPE_SCHED_CLS`.
+/// `BPF_PROG_TYPE_SCHED_CLS`, `BPF_PROG_TYPE_CGROUP_SOCK_ADDR`, `BPF_PROG_TYPE_LSM`.
 pub(crate) const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+pub(crate) const BPF_PROG_TYPE_CGROUP_SOCK_ADDR: u32 = 18;
+pub(crate) const BPF_PROG_TYPE_LSM: u32 = 29;
 /// `BPF_F_REPLACE`: update a link only if it still runs the given old program.
 const BPF_F_REPLACE: u32 = 1 << 2;
 /// `BPF_ANY`: create or replace a map element.
@@ -221,7 +225,7 @@ pub(crate) struct ProgInfo {
 
 pub(crate) fn prog_info(fd: BorrowedFd<'_>) -> io::Result<ProgInfo> {
     // More slots than the datapath has maps, so a count above it means "not ours".
-    let mut ids = [0u32; 16];
+    let mut ids = [0u32; 64];
     let mut info = RawProgInfo {
         nr_map_ids: ids.len() as u32,
         map_ids: ids.as_mut_ptr() as u64,
@@ -283,14 +287,18 @@ pub(crate) fn link_info(fd: BorrowedFd<'_>) -> io::Result<LinkInfo> {
     })
 }
 
-/// Attaches `prog` at the end of the TCX ingress chain of `ifindex` (in the calling
-/// thread's network namespace). The link detaches when its last reference goes, so
-/// callers pin it.
-pub(crate) fn tcx_ingress_link_create(prog: BorrowedFd<'_>, ifindex: u32) -> io::Result<OwnedFd> {
+/// Attaches `prog` at the end of the TCX chain `attach_type` ([`BPF_TCX_INGRESS`] or
+/// [`BPF_TCX_EGRESS`]) of `ifindex` (in the calling thread's network namespace). The link
+/// detaches when its last reference goes, so callers pin it.
+pub(crate) fn tcx_link_create(
+    prog: BorrowedFd<'_>,
+    ifindex: u32,
+    attach_type: u32,
+) -> io::Result<OwnedFd> {
     let mut attr = LinkCreateAttr {
         prog_fd: raw(prog),
         target_ifindex: ifindex,
-        attach_type: BPF_TCX_INGRESS,
+        attach_type,
         ..Default::default()
     };
     bpf_fd(BPF_LINK_CREATE, &mut attr)
