@@ -9,9 +9,10 @@
  *   destination in this node's CIDR, no pod      -> drop (unknown destination)
  *   anything else (our VTEP address, ...)        -> kernel
  */
+#include "maps/endpoints.h"
+#include "maps/routes.h"
 #include "weft_counters.h"
 #include "weft_deliver.h"
-#include "weft_maps.h"
 #include "weft_parse.h"
 
 SEC("classifier")

@@ -5,7 +5,7 @@
 
 #include <linux/pkt_cls.h>
 
-#include "weft_maps.h"
+#include "maps/counters.h"
 
 static __always_inline void weft_count(enum weft_counter what)
 {

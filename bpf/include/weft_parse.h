@@ -8,7 +8,7 @@
 #include <linux/ipv6.h>
 #include <bpf/bpf_endian.h>
 
-#include "weft_maps.h"
+#include "maps/routes.h"
 
 /* Source and destination as route keys: their `ip` member doubles as endpoint key. */
 struct weft_flow {

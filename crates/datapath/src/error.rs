@@ -103,6 +103,12 @@ pub enum Error {
     #[error("{var}={value:?}: expected one of auto, tcx, clsact")]
     InvalidAttachMode { var: &'static str, value: String },
 
+    #[error(
+        "the embedded object of {program} defines map {name}, which weft-datapath does not \
+         know (add it to layout::MAPS; build problem)"
+    )]
+    UnknownMap { program: Program, name: String },
+
     #[error("program {program}: not supported: {what}")]
     Unsupported {
         program: Program,

@@ -1,7 +1,7 @@
 //! `#[repr(C)]` mirrors of the map keys, values and constants declared in
-//! `bpf/include/weft_maps.h`.
+//! `bpf/include/weft_types.h` and `bpf/include/maps/*.h` (one header per map).
 //!
-//! The C header is the source of truth. `tests/layout.rs` reads the BTF of the compiled
+//! The C headers are the source of truth. `tests/layout.rs` reads the BTF of the compiled
 //! objects and compares it with [`STRUCTS`], [`ENUMS`] and [`MAPS`], which are derived
 //! from the types below (`size_of`, `offset_of!`), so a drift on either side fails the
 //! build's tests rather than corrupting a map at run time.
@@ -15,9 +15,18 @@ pub const FAMILY_IPV6: u8 = 6;
 /// `WEFT_LPM_FAMILY_BITS`: route prefix lengths count the family byte and its padding.
 pub const LPM_FAMILY_BITS: u32 = 32;
 
-/// `enum weft_limits`.
+/// `enum weft_endpoints_layout`.
+pub const ENDPOINTS_LAYOUT: u32 = 1;
 pub const MAX_ENDPOINTS: u32 = 16384;
+/// `enum weft_routes_layout`.
+pub const ROUTES_LAYOUT: u32 = 1;
 pub const MAX_ROUTES: u32 = 65536;
+/// `enum weft_config_layout`.
+pub const CONFIG_LAYOUT: u32 = 1;
+/// `enum weft_counters_layout`: the counters map has room beyond the counters defined,
+/// so adding one does not change its layout.
+pub const COUNTERS_LAYOUT: u32 = 1;
+pub const COUNTER_SLOTS: u32 = 64;
 
 /// `enum weft_route_kind`.
 pub const ROUTE_LOCAL_CIDR: u32 = 1;
@@ -184,15 +193,52 @@ impl std::fmt::Display for MapShape {
     }
 }
 
-/// A map of the datapath: its pinned name and the shape this build expects.
+/// How a map's number of entries is decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sizing {
+    /// Fixed by the header: a pinned map with another size is another layout.
+    Fixed,
+    /// Chosen by the agent when it first creates the map (the header's value is the
+    /// default); readers accept whatever size is pinned.
+    Agent,
+}
+
+/// A map of the datapath: its name in the objects, its layout version (part of the
+/// pinned name) and the shape this build expects.
 #[derive(Clone, Copy, Debug)]
 pub struct MapSpec {
+    /// The map's name in the C headers and in the kernel (at most 15 bytes).
     pub name: &'static str,
+    /// `WEFT_<MAP>_LAYOUT` of its header.
+    pub version: u32,
     pub shape: MapShape,
+    pub sizing: Sizing,
+}
+
+impl MapSpec {
+    /// The file name of its pin under `maps/`: `<name>_v<version>`.
+    pub fn pin_name(&self) -> String {
+        format!("{}_v{}", self.name, self.version)
+    }
+
+    /// Whether a pinned map of shape `found` can be used as this map.
+    pub fn accepts(&self, found: &MapShape) -> bool {
+        match self.sizing {
+            Sizing::Fixed => *found == self.shape,
+            Sizing::Agent => {
+                MapShape {
+                    max_entries: self.shape.max_entries,
+                    ..*found
+                } == self.shape
+            }
+        }
+    }
 }
 
 pub const MAP_ENDPOINTS: MapSpec = MapSpec {
     name: "weft_endpoints",
+    version: ENDPOINTS_LAYOUT,
+    sizing: Sizing::Fixed,
     shape: MapShape {
         map_type: BPF_MAP_TYPE_HASH,
         key_size: size_of::<IpKey>() as u32,
@@ -204,6 +250,8 @@ pub const MAP_ENDPOINTS: MapSpec = MapSpec {
 
 pub const MAP_ROUTES: MapSpec = MapSpec {
     name: "weft_routes",
+    version: ROUTES_LAYOUT,
+    sizing: Sizing::Fixed,
     shape: MapShape {
         map_type: BPF_MAP_TYPE_LPM_TRIE,
         key_size: size_of::<RouteKey>() as u32,
@@ -215,6 +263,8 @@ pub const MAP_ROUTES: MapSpec = MapSpec {
 
 pub const MAP_CONFIG: MapSpec = MapSpec {
     name: "weft_config",
+    version: CONFIG_LAYOUT,
+    sizing: Sizing::Fixed,
     shape: MapShape {
         map_type: BPF_MAP_TYPE_ARRAY,
         key_size: 4,
@@ -226,11 +276,13 @@ pub const MAP_CONFIG: MapSpec = MapSpec {
 
 pub const MAP_COUNTERS: MapSpec = MapSpec {
     name: "weft_counters",
+    version: COUNTERS_LAYOUT,
+    sizing: Sizing::Fixed,
     shape: MapShape {
         map_type: BPF_MAP_TYPE_PERCPU_ARRAY,
         key_size: 4,
         value_size: size_of::<u64>() as u32,
-        max_entries: COUNTER_MAX,
+        max_entries: COUNTER_SLOTS,
         flags: 0,
     },
 };
@@ -326,10 +378,28 @@ pub const ENUMS: &[(&str, &[(&str, u64)])] = &[
         &[("WEFT_LPM_FAMILY_BITS", LPM_FAMILY_BITS as u64)],
     ),
     (
-        "weft_limits",
+        "weft_endpoints_layout",
         &[
+            ("WEFT_ENDPOINTS_LAYOUT", ENDPOINTS_LAYOUT as u64),
             ("WEFT_MAX_ENDPOINTS", MAX_ENDPOINTS as u64),
+        ],
+    ),
+    (
+        "weft_routes_layout",
+        &[
+            ("WEFT_ROUTES_LAYOUT", ROUTES_LAYOUT as u64),
             ("WEFT_MAX_ROUTES", MAX_ROUTES as u64),
+        ],
+    ),
+    (
+        "weft_config_layout",
+        &[("WEFT_CONFIG_LAYOUT", CONFIG_LAYOUT as u64)],
+    ),
+    (
+        "weft_counters_layout",
+        &[
+            ("WEFT_COUNTERS_LAYOUT", COUNTERS_LAYOUT as u64),
+            ("WEFT_COUNTER_SLOTS", COUNTER_SLOTS as u64),
         ],
     ),
     (

@@ -15,6 +15,7 @@
 use crate::error::{Error, Result};
 use crate::hook::{self, Hook};
 use crate::layout::MAPS;
+use crate::migrate::{Migration, MigrationReport};
 use crate::mode::AttachMode;
 use crate::model::{Counters, EndpointInfo, NodeConfig, RouteKind};
 use crate::pinned;
@@ -24,7 +25,7 @@ use crate::sys;
 use crate::tables::Tables;
 use crate::tcx::{self, LinkChange, ProgRef, SweepReport};
 use aya::programs::SchedClassifier;
-use aya::EbpfLoader;
+use aya::{Ebpf, EbpfLoader};
 use ipnet::IpNet;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, OwnedFd};
@@ -61,6 +62,7 @@ pub struct Datapath {
     programs: Vec<InstalledProgram>,
     tables: Tables,
     attach_mode: AttachMode,
+    migration: MigrationReport,
 }
 
 impl Datapath {
@@ -73,23 +75,44 @@ impl Datapath {
     /// [`AttachMode::ENV`] names (an invalid value fails here, at start-up); see
     /// [`Datapath::set_attach_mode`]. Program replacement moves weft's attachments
     /// in every mode.
+    ///
+    /// Maps of an earlier layout pinned under `pin_root` are migrated into this build's
+    /// maps under traffic (see [`crate::migrate`]); [`Datapath::migration`] says what
+    /// was carried over.
     pub fn load_or_adopt(pin_root: impl Into<PathBuf>) -> Result<Datapath> {
         let attach_mode = AttachMode::from_env()?;
         let pins = PinLayout::new(pin_root);
         pins.create()?;
-        check_existing_maps(&pins)?;
+        let created = check_existing_maps(&pins)?;
+        crate::migrate::check_predecessors(&pins)?;
 
-        let mut programs = Vec::with_capacity(Program::ALL.len());
+        // Loading the objects creates (and pins) this layout's maps; the programs are
+        // not loaded yet, so nothing runs on the new maps before they are filled.
+        let mut objects = Vec::with_capacity(Program::ALL.len());
         for program in Program::ALL {
-            programs.push(load_program(&pins, program)?);
+            objects.push((program, load_object(&pins, program)?));
         }
+        let migration = Migration::begin(&pins, &created)?;
+        let mut programs = Vec::with_capacity(Program::ALL.len());
+        for (program, ebpf) in &mut objects {
+            programs.push(load_program(&pins, *program, ebpf)?);
+        }
+        let migration = migration.finish()?;
+        drop(objects); // the loaded programs now live on through their pins
         let tables = Tables::open_layout(pins.clone())?;
         Ok(Datapath {
             pins,
             programs,
             tables,
             attach_mode,
+            migration,
         })
+    }
+
+    /// What this load migrated from maps of an earlier layout (empty when nothing was
+    /// pinned under an earlier layout's names).
+    pub fn migration(&self) -> &MigrationReport {
+        &self.migration
     }
 
     /// How new attachments are made.
@@ -185,34 +208,57 @@ impl Datapath {
     }
 }
 
-/// Maps that are already pinned must have the layout this build was compiled for:
-/// the loader would otherwise reuse them blindly and the programs would read
-/// another version's structs.
-fn check_existing_maps(pins: &PinLayout) -> Result<()> {
+/// Maps that are already pinned under this layout's names must have the shape this
+/// build was compiled for: the loader would otherwise reuse them blindly and the
+/// programs would read another version's structs. Returns the maps not pinned yet,
+/// which this load creates.
+fn check_existing_maps(pins: &PinLayout) -> Result<Vec<&'static str>> {
+    let mut missing = Vec::new();
     for spec in &MAPS {
-        let path = pins.map(spec.name);
-        if let Some(fd) = sys::obj_get_opt(&path)? {
-            pinned::check_map(&path, fd.as_fd(), spec)?;
+        let path = pins.map_pin(spec);
+        match sys::obj_get_opt(&path)? {
+            Some(fd) => pinned::check_map(&path, fd.as_fd(), spec)?,
+            None => missing.push(spec.name),
         }
     }
-    Ok(())
+    Ok(missing)
 }
 
-fn load_program(pins: &PinLayout, program: Program) -> Result<InstalledProgram> {
+/// Parses `program`'s object and creates or opens its maps at their pins
+/// (`maps/<name>_v<layout>`); the program itself is loaded by [`load_program`].
+fn load_object(pins: &PinLayout, program: Program) -> Result<Ebpf> {
     let object_err = |source| Error::Object {
         program,
         source: Box::new(source),
     };
+    let pin_paths: Vec<(&str, PathBuf)> = MAPS
+        .iter()
+        .map(|spec| (spec.name, pins.map_pin(spec)))
+        .collect();
+    let mut loader = EbpfLoader::new();
+    for (name, path) in &pin_paths {
+        loader.map_pin_path(name, path.as_path());
+    }
+    let ebpf = loader.load(program.object()).map_err(object_err)?;
+    // A map the crate does not know would have been created unpinned: each program
+    // would get its own copy and the agent could never see it.
+    if let Some((name, _)) = ebpf
+        .maps()
+        .find(|(name, _)| !MAPS.iter().any(|spec| spec.name == *name))
+    {
+        return Err(Error::UnknownMap {
+            program,
+            name: name.to_string(),
+        });
+    }
+    Ok(ebpf)
+}
+
+fn load_program(pins: &PinLayout, program: Program, ebpf: &mut Ebpf) -> Result<InstalledProgram> {
     let program_err = |source| Error::Program {
         program,
         source: Box::new(source),
     };
-    // Always name the pin directory: with none, aya pins LIBBPF_PIN_BY_NAME maps
-    // straight into /sys/fs/bpf.
-    let mut ebpf = EbpfLoader::new()
-        .default_map_pin_directory(pins.maps_dir())
-        .load(program.object())
-        .map_err(object_err)?;
     let loaded = ebpf
         .program_mut(program.name())
         .ok_or(Error::MissingProgram { program })?;
@@ -234,7 +280,6 @@ fn load_program(pins: &PinLayout, program: Program) -> Result<InstalledProgram> 
         .try_clone_to_owned()
         .map_err(|e| Error::bpf("dup program fd", pins.program(program), e))?;
     install(pins, program, new_fd)
-    // `ebpf` drops here: the freshly loaded program survives only if it was pinned.
 }
 
 /// Adopts the pinned program when it is the same as `new`, otherwise puts `new` in

@@ -8,11 +8,11 @@ use crate::programs::{Attach, Program};
 use crate::sys;
 use std::os::fd::{AsFd, OwnedFd};
 
-/// Opens the pinned map `spec.name` and checks that its shape is the one this build
+/// Opens the pinned map `spec` (`maps/<name>_v<version>`) and checks that its shape is the one this build
 /// was compiled against: the kernel copies `key_size`/`value_size` bytes from our
 /// buffers, so a mismatch would read past them or truncate silently.
 pub(crate) fn open_map(pins: &PinLayout, spec: &MapSpec) -> Result<OwnedFd> {
-    let path = pins.map(spec.name);
+    let path = pins.map_pin(spec);
     let Some(fd) = sys::obj_get_opt(&path)? else {
         return Err(Error::NotPinned { path });
     };
@@ -26,7 +26,7 @@ pub(crate) fn check_map(
     spec: &MapSpec,
 ) -> Result<()> {
     let info = sys::map_info(fd).map_err(|e| Error::bpf("BPF_OBJ_GET_INFO_BY_FD", path, e))?;
-    if info.shape != spec.shape {
+    if !spec.accepts(&info.shape) {
         return Err(Error::MapMismatch {
             path: path.to_path_buf(),
             expected: spec.shape,

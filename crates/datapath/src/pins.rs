@@ -21,6 +21,7 @@
 //! private bpffs that vanishes with the process.
 
 use crate::error::Error;
+use crate::layout::MapSpec;
 use crate::programs::Program;
 use std::path::{Path, PathBuf};
 
@@ -54,8 +55,14 @@ impl PinLayout {
         self.root.join("maps")
     }
 
+    /// `maps/<file name>`.
     pub fn map(&self, name: &str) -> PathBuf {
         self.maps_dir().join(name)
+    }
+
+    /// Where the map `spec` is pinned: `maps/<name>_v<layout version>`.
+    pub fn map_pin(&self, spec: &MapSpec) -> PathBuf {
+        self.map(&spec.pin_name())
     }
 
     pub fn progs_dir(&self) -> PathBuf {

@@ -15,6 +15,7 @@ use std::path::Path;
 const BPF_MAP_LOOKUP_ELEM: u32 = 1;
 const BPF_MAP_UPDATE_ELEM: u32 = 2;
 const BPF_MAP_DELETE_ELEM: u32 = 3;
+const BPF_MAP_GET_NEXT_KEY: u32 = 4;
 const BPF_OBJ_PIN: u32 = 6;
 const BPF_OBJ_GET: u32 = 7;
 const BPF_OBJ_GET_INFO_BY_FD: u32 = 15;
@@ -328,6 +329,77 @@ pub(crate) fn link_update(
 pub(crate) fn link_detach(link: BorrowedFd<'_>) -> io::Result<()> {
     let mut attr = LinkDetachAttr { link_fd: raw(link) };
     bpf(BPF_LINK_DETACH, &mut attr).map(|_| ())
+}
+
+/// Writes the first key of the map (`key` = `None`) or the one after `key` into `next`.
+/// `Ok(false)` when there is none. A `key` that is no longer in a hash map restarts from
+/// the first key (the kernel's rule), so iterate from keys known to be present.
+pub(crate) fn map_next_key_raw(
+    map: BorrowedFd<'_>,
+    key: Option<&[u8]>,
+    next: &mut [u8],
+) -> io::Result<bool> {
+    let mut attr = MapElemAttr {
+        map_fd: raw(map),
+        key: key.map_or(0, |k| k.as_ptr() as u64),
+        value: next.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    match bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads the value of `key` into `value` (sized by the caller for the map, per-CPU maps
+/// included). `Ok(false)` when the key is not there.
+pub(crate) fn map_lookup_raw(
+    map: BorrowedFd<'_>,
+    key: &[u8],
+    value: &mut [u8],
+) -> io::Result<bool> {
+    let mut attr = MapElemAttr {
+        map_fd: raw(map),
+        key: key.as_ptr() as u64,
+        value: value.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    match bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+pub(crate) fn map_update_raw(
+    map: BorrowedFd<'_>,
+    key: &[u8],
+    value: &[u8],
+    flags: u64,
+) -> io::Result<()> {
+    let mut attr = MapElemAttr {
+        map_fd: raw(map),
+        key: key.as_ptr() as u64,
+        value: value.as_ptr() as u64,
+        flags,
+        ..Default::default()
+    };
+    bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
+}
+
+/// `Ok(false)` when the key was not there.
+pub(crate) fn map_delete_raw(map: BorrowedFd<'_>, key: &[u8]) -> io::Result<bool> {
+    let mut attr = MapElemAttr {
+        map_fd: raw(map),
+        key: key.as_ptr() as u64,
+        ..Default::default()
+    };
+    match bpf(BPF_MAP_DELETE_ELEM, &mut attr) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 pub(crate) fn map_update<K: aya::Pod, V: aya::Pod>(

@@ -34,19 +34,19 @@ impl Tables {
 
     pub(crate) fn open_layout(pins: PinLayout) -> Result<Tables> {
         let open = |spec: &MapSpec| -> Result<Map> {
-            let path = pins.map(spec.name);
+            let path = pins.map_pin(spec);
             let fd = pinned::open_map(&pins, spec)?;
             let data = MapData::from_fd(fd).map_err(|e| Error::map("open", &path, e))?;
             Map::from_map_data(data).map_err(|e| Error::map("open", &path, e))
         };
         let endpoints = HashMap::try_from(open(&MAP_ENDPOINTS)?)
-            .map_err(|e| Error::map("open", pins.map(MAP_ENDPOINTS.name), e))?;
+            .map_err(|e| Error::map("open", pins.map_pin(&MAP_ENDPOINTS), e))?;
         let routes = LpmTrie::try_from(open(&MAP_ROUTES)?)
-            .map_err(|e| Error::map("open", pins.map(MAP_ROUTES.name), e))?;
+            .map_err(|e| Error::map("open", pins.map_pin(&MAP_ROUTES), e))?;
         let config = Array::try_from(open(&MAP_CONFIG)?)
-            .map_err(|e| Error::map("open", pins.map(MAP_CONFIG.name), e))?;
+            .map_err(|e| Error::map("open", pins.map_pin(&MAP_CONFIG), e))?;
         let counters = PerCpuArray::try_from(open(&MAP_COUNTERS)?)
-            .map_err(|e| Error::map("open", pins.map(MAP_COUNTERS.name), e))?;
+            .map_err(|e| Error::map("open", pins.map_pin(&MAP_COUNTERS), e))?;
         Ok(Tables {
             pins,
             endpoints,
@@ -63,14 +63,14 @@ impl Tables {
     pub fn set_config(&mut self, config: NodeConfig) -> Result<()> {
         self.config
             .set(0, ConfigValue::from(config), 0)
-            .map_err(|e| Error::map("update", self.pins.map(MAP_CONFIG.name), e))
+            .map_err(|e| Error::map("update", self.pins.map_pin(&MAP_CONFIG), e))
     }
 
     pub fn config(&self) -> Result<NodeConfig> {
         self.config
             .get(&0, 0)
             .map(NodeConfig::from)
-            .map_err(|e| Error::map("lookup", self.pins.map(MAP_CONFIG.name), e))
+            .map_err(|e| Error::map("lookup", self.pins.map_pin(&MAP_CONFIG), e))
     }
 
     /// Adds or replaces the entry for `net` (host bits are ignored).
@@ -78,7 +78,7 @@ impl Tables {
         let (len, ip) = model::route_key(net);
         self.routes
             .insert(&Key::new(len, ip), RouteValue::from(kind), 0)
-            .map_err(|e| Error::map("update", self.pins.map(MAP_ROUTES.name), e))
+            .map_err(|e| Error::map("update", self.pins.map_pin(&MAP_ROUTES), e))
     }
 
     /// Removes the entry for exactly `net`. Idempotent: `Ok(false)` if it was absent.
@@ -87,14 +87,14 @@ impl Tables {
         match self.routes.remove(&Key::new(len, ip)) {
             Ok(()) => Ok(true),
             Err(e) if is_not_found(&e) => Ok(false),
-            Err(e) => Err(Error::map("delete", self.pins.map(MAP_ROUTES.name), e)),
+            Err(e) => Err(Error::map("delete", self.pins.map_pin(&MAP_ROUTES), e)),
         }
     }
 
     /// Every route entry. An entry this build cannot interpret is an error naming
     /// it, never skipped: the programs would act on it.
     pub fn routes(&self) -> Result<Vec<(IpNet, RouteKind)>> {
-        let path = self.pins.map(MAP_ROUTES.name);
+        let path = self.pins.map_pin(&MAP_ROUTES);
         let mut out = Vec::new();
         for entry in self.routes.iter() {
             let (key, value) = entry.map_err(|e| Error::map("iterate", &path, e))?;
@@ -121,7 +121,7 @@ impl Tables {
 
     /// Every endpoint (pods on this node), as written by the CNI plugin.
     pub fn endpoints(&self) -> Result<Vec<(IpAddr, EndpointInfo)>> {
-        let path = self.pins.map(MAP_ENDPOINTS.name);
+        let path = self.pins.map_pin(&MAP_ENDPOINTS);
         let mut out = Vec::new();
         for entry in self.endpoints.iter() {
             let (key, value) = entry.map_err(|e| Error::map("iterate", &path, e))?;
@@ -137,7 +137,7 @@ impl Tables {
 
     /// The counters, each summed over CPUs.
     pub fn counters(&self) -> Result<Counters> {
-        let path = self.pins.map(MAP_COUNTERS.name);
+        let path = self.pins.map_pin(&MAP_COUNTERS);
         let mut values = [0u64; COUNTER_MAX as usize];
         for counter in Counter::ALL {
             let per_cpu = self

@@ -2,8 +2,12 @@
 //! crafted frames and a `BPF_PROG_TEST_RUN` wrapper.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod cluster;
+pub mod flows;
 pub mod frames;
 pub mod hooks;
+pub mod legacy;
+pub mod pods;
 pub mod scenario;
 
 use aya::programs::{SchedClassifier, TestRun, TestRunOptions};
