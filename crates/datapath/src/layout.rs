@@ -306,63 +306,49 @@ pub struct StructLayout {
     pub fields: &'static [FieldLayout],
 }
 
+/// The size of a field, from its type (the closure is never called: it only names the
+/// field, so no size is ever typed by hand).
+const fn field_size<T, F>(_field: fn(&T) -> &F) -> usize {
+    size_of::<F>()
+}
+
 macro_rules! field {
-    ($ty:ty, $field:ident, $fty:ty) => {
+    ($ty:ty, $field:ident) => {
         FieldLayout {
             name: stringify!($field),
             offset: offset_of!($ty, $field),
-            size: size_of::<$fty>(),
+            size: field_size::<$ty, _>(|s: &$ty| &s.$field),
         }
     };
 }
 
-/// Every struct of `weft_maps.h`, as laid out by the Rust mirrors.
+macro_rules! mirror {
+    ($ty:ty as $c_name:literal { $($field:ident),* $(,)? }) => {
+        StructLayout {
+            c_name: $c_name,
+            size: size_of::<$ty>(),
+            fields: &[$(field!($ty, $field)),*],
+        }
+    };
+}
+
+/// Every struct of the map headers that crosses into Rust (map keys and values), as
+/// laid out by the Rust mirrors. `tests/layout.rs` fails when the BTF holds a `weft_`
+/// struct that is neither here nor in [`INTERNAL_STRUCTS`].
 pub const STRUCTS: &[StructLayout] = &[
-    StructLayout {
-        c_name: "weft_ip",
-        size: size_of::<IpKey>(),
-        fields: &[
-            field!(IpKey, family, u8),
-            field!(IpKey, pad, [u8; 3]),
-            field!(IpKey, addr, [u8; 16]),
-        ],
-    },
-    StructLayout {
-        c_name: "weft_endpoint",
-        size: size_of::<EndpointValue>(),
-        fields: &[
-            field!(EndpointValue, ifindex, u32),
-            field!(EndpointValue, mac, [u8; 6]),
-            field!(EndpointValue, flags, u16),
-        ],
-    },
-    StructLayout {
-        c_name: "weft_route_key",
-        size: size_of::<RouteKey>(),
-        fields: &[
-            field!(RouteKey, prefixlen, u32),
-            field!(RouteKey, ip, IpKey),
-        ],
-    },
-    StructLayout {
-        c_name: "weft_route",
-        size: size_of::<RouteValue>(),
-        fields: &[
-            field!(RouteValue, kind, u32),
-            field!(RouteValue, vtep_mac, [u8; 6]),
-            field!(RouteValue, flags, u16),
-        ],
-    },
-    StructLayout {
-        c_name: "weft_config",
-        size: size_of::<ConfigValue>(),
-        fields: &[
-            field!(ConfigValue, vxlan_ifindex, u32),
-            field!(ConfigValue, vtep_mac, [u8; 6]),
-            field!(ConfigValue, flags, u16),
-        ],
-    },
+    mirror!(IpKey as "weft_ip" { family, pad, addr }),
+    mirror!(EndpointValue as "weft_endpoint" { ifindex, mac, flags }),
+    mirror!(RouteKey as "weft_route_key" { prefixlen, ip }),
+    mirror!(RouteValue as "weft_route" { kind, vtep_mac, flags }),
+    mirror!(ConfigValue as "weft_config" { vxlan_ifindex, vtep_mac, flags }),
 ];
+
+/// C structs that never cross into Rust, each with the reason. The `weft_btf_*` anchors
+/// (which only carry enums into BTF, see `weft_types.h`) are recognised by name.
+pub const INTERNAL_STRUCTS: &[(&str, &str)] = &[(
+    "weft_flow",
+    "the programs' parse result (bpf/include/weft_parse.h), on the BPF stack only",
+)];
 
 /// Every constant enum of `weft_maps.h`: C enum name, then (enumerator, value).
 pub const ENUMS: &[(&str, &[(&str, u64)])] = &[
