@@ -18,11 +18,11 @@
 SEC("classifier")
 int from_overlay(struct __sk_buff *skb)
 {
-	struct weft_flow flow = {};
+	struct weft_pkt pkt = {};
 	struct weft_endpoint *ep;
 	struct weft_route *route;
 
-	switch (weft_parse(skb, &flow)) {
+	switch (weft_parse(skb, &pkt)) {
 	case WEFT_PARSE_IP:
 		break;
 	case WEFT_PARSE_PASS:
@@ -31,15 +31,15 @@ int from_overlay(struct __sk_buff *skb)
 		return weft_drop(WEFT_CTR_DROP_MALFORMED);
 	}
 
-	route = bpf_map_lookup_elem(&weft_routes, &flow.src);
+	route = bpf_map_lookup_elem(&weft_routes, &pkt.src);
 	if (!route || (route->kind != WEFT_ROUTE_REMOTE_CIDR && route->kind != WEFT_ROUTE_HOST))
 		return weft_drop(WEFT_CTR_DROP_UNKNOWN_OVERLAY_SOURCE);
 
-	ep = bpf_map_lookup_elem(&weft_endpoints, &flow.dst.ip);
+	ep = bpf_map_lookup_elem(&weft_endpoints, &pkt.dst.ip);
 	if (ep)
 		return weft_deliver_local(skb, ep, WEFT_CTR_DECAP_DELIVERY);
 
-	route = bpf_map_lookup_elem(&weft_routes, &flow.dst);
+	route = bpf_map_lookup_elem(&weft_routes, &pkt.dst);
 	if (route && route->kind == WEFT_ROUTE_LOCAL_CIDR)
 		return weft_drop(WEFT_CTR_DROP_UNKNOWN_LOCAL_DEST);
 	return weft_to_kernel(WEFT_CTR_TO_KERNEL);

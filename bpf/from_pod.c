@@ -18,11 +18,11 @@
 SEC("classifier")
 int from_pod(struct __sk_buff *skb)
 {
-	struct weft_flow flow = {};
+	struct weft_pkt pkt = {};
 	struct weft_endpoint *ep;
 	struct weft_route *route;
 
-	switch (weft_parse(skb, &flow)) {
+	switch (weft_parse(skb, &pkt)) {
 	case WEFT_PARSE_IP:
 		break;
 	case WEFT_PARSE_PASS:
@@ -31,15 +31,15 @@ int from_pod(struct __sk_buff *skb)
 		return weft_drop(WEFT_CTR_DROP_MALFORMED);
 	}
 
-	ep = bpf_map_lookup_elem(&weft_endpoints, &flow.src.ip);
+	ep = bpf_map_lookup_elem(&weft_endpoints, &pkt.src.ip);
 	if (!ep || ep->ifindex != skb->ifindex)
 		return weft_drop(WEFT_CTR_DROP_SPOOFED_SOURCE);
 
-	ep = bpf_map_lookup_elem(&weft_endpoints, &flow.dst.ip);
+	ep = bpf_map_lookup_elem(&weft_endpoints, &pkt.dst.ip);
 	if (ep)
 		return weft_deliver_local(skb, ep, WEFT_CTR_LOCAL_DELIVERY);
 
-	route = bpf_map_lookup_elem(&weft_routes, &flow.dst);
+	route = bpf_map_lookup_elem(&weft_routes, &pkt.dst);
 	if (route) {
 		if (route->kind == WEFT_ROUTE_REMOTE_CIDR)
 			return weft_encap(skb, route);

@@ -346,7 +346,7 @@ pub const STRUCTS: &[StructLayout] = &[
 /// C structs that never cross into Rust, each with the reason. The `weft_btf_*` anchors
 /// (which only carry enums into BTF, see `weft_types.h`) are recognised by name.
 pub const INTERNAL_STRUCTS: &[(&str, &str)] = &[(
-    "weft_flow",
+    "weft_pkt",
     "the programs' parse result (bpf/include/weft_parse.h), on the BPF stack only",
 )];
 

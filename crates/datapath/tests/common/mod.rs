@@ -5,8 +5,10 @@
 pub mod cluster;
 pub mod flows;
 pub mod frames;
+pub mod harness;
 pub mod hooks;
 pub mod legacy;
+pub mod packet;
 pub mod pods;
 pub mod scenario;
 
