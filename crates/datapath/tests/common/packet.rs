@@ -239,7 +239,7 @@ impl Packet {
         match (self.src, self.dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 let mut options = self.options.clone();
-                while options.len() % 4 != 0 {
+                while !options.len().is_multiple_of(4) {
                     options.push(0);
                 }
                 let ihl = 5 + options.len() / 4;
