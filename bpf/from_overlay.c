@@ -4,7 +4,8 @@
  * sent, already decapsulated (the fixed-VNI device has dropped other VNIs).
  *
  *   not IP, or IPv6 ND/MLD                       -> kernel
- *   source outside every remote CIDR/VTEP route  -> drop (unknown overlay source)
+ *   source outside every remote pod CIDR         -> drop (unknown overlay source;
+ *                                                   this node's own VTEP address too)
  *   destination is a pod on this node            -> straight into that pod
  *   destination in this node's CIDR, no pod      -> drop (unknown destination)
  *   anything else (our VTEP address, ...)        -> kernel
@@ -31,8 +32,11 @@ int from_overlay(struct __sk_buff *skb)
 		return weft_drop(WEFT_CTR_DROP_MALFORMED);
 	}
 
+	/* Only another node's pod CIDR (which holds that node's VTEP address) is a
+	 * legitimate inner source. A HOST route is one of this node's own VTEP addresses:
+	 * no peer sends from it, so such a packet is spoofed. */
 	route = bpf_map_lookup_elem(&weft_routes, &pkt.src);
-	if (!route || (route->kind != WEFT_ROUTE_REMOTE_CIDR && route->kind != WEFT_ROUTE_HOST))
+	if (!route || route->kind != WEFT_ROUTE_REMOTE_CIDR)
 		return weft_drop(WEFT_CTR_DROP_UNKNOWN_OVERLAY_SOURCE);
 
 	ep = bpf_map_lookup_elem(&weft_endpoints, &pkt.dst.ip);
