@@ -4,8 +4,13 @@
  * sent, already decapsulated (the fixed-VNI device has dropped other VNIs).
  *
  *   not IP, or IPv6 ND/MLD                       -> kernel
+ *   malformed IP or transport header             -> drop
  *   source outside every remote pod CIDR         -> drop (unknown overlay source;
  *                                                   this node's own VTEP address too)
+ *   a reply of a connection a local client made to a service (or an ICMP error about
+ *   one)                                         -> rewritten back to the service
+ *                                                   address, then delivered as below;
+ *                                                   from a removed backend: drop
  *   destination is a pod on this node            -> straight into that pod
  *   destination in this node's CIDR, no pod      -> drop (unknown destination)
  *   anything else (our VTEP address, ...)        -> kernel
@@ -15,6 +20,7 @@
 #include "weft_counters.h"
 #include "weft_deliver.h"
 #include "weft_parse.h"
+#include "weft_service.h"
 
 SEC("classifier")
 int from_overlay(struct __sk_buff *skb)
@@ -22,6 +28,7 @@ int from_overlay(struct __sk_buff *skb)
 	struct weft_pkt pkt = {};
 	struct weft_endpoint *ep;
 	struct weft_route *route;
+	int rc;
 
 	switch (weft_parse(skb, &pkt)) {
 	case WEFT_PARSE_IP:
@@ -38,6 +45,10 @@ int from_overlay(struct __sk_buff *skb)
 	route = bpf_map_lookup_elem(&weft_routes, &pkt.src);
 	if (!route || route->kind != WEFT_ROUTE_REMOTE_CIDR)
 		return weft_drop(WEFT_CTR_DROP_UNKNOWN_OVERLAY_SOURCE);
+
+	rc = weft_tracked(skb, &pkt, 0);
+	if (rc >= 0)
+		return rc;
 
 	ep = bpf_map_lookup_elem(&weft_endpoints, &pkt.dst.ip);
 	if (ep)

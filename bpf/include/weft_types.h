@@ -42,6 +42,10 @@ struct weft_ip {
 	__be32 addr[4];
 };
 
+/* A BPF-to-BPF function for a rare path: verified once, keeping the callers small.
+ * Not every program that includes it calls it. */
+#define WEFT_SUBPROG static __attribute__((noinline, unused))
+
 /*
  * clang only emits BTF for types something references, and constants are only ever
  * used as numbers. Each header declares one never-loaded variable in this section that

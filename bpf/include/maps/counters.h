@@ -28,8 +28,23 @@ enum weft_counter {
 	WEFT_CTR_DROP_SPOOFED_SOURCE = 6, /* pod sent from an address that is not its own */
 	WEFT_CTR_DROP_UNKNOWN_LOCAL_DEST = 7, /* in this node's pod CIDR, but no such pod */
 	WEFT_CTR_DROP_UNKNOWN_OVERLAY_SOURCE = 8, /* overlay packet from outside every remote CIDR */
-	WEFT_CTR_DROP_MALFORMED = 9, /* truncated or inconsistent IP header */
-	WEFT_CTR_MAX = 10,
+	WEFT_CTR_DROP_MALFORMED = 9, /* truncated or inconsistent IP or transport header */
+	/* Services (per-packet translation in from_pod, replies in both programs). A
+	 * translated packet's outcome is where it went (local_delivery, encap, ...). */
+	WEFT_CTR_REJECT_NO_ENDPOINTS = 10, /* frontend without endpoints: TCP RST / ICMP sent back */
+	WEFT_CTR_REJECT_UNKNOWN_PORT = 11, /* ClusterIP, port or protocol it does not serve: same */
+	WEFT_CTR_RESET_BACKEND_GONE = 12, /* the connection's backend was removed: RST to the client */
+	WEFT_CTR_DROP_NO_LOCAL_BACKEND = 13, /* endpoints exist, none usable from this node */
+	WEFT_CTR_DROP_SERVICE_UNALLOCATED = 14, /* in a service CIDR, but no frontend has it */
+	WEFT_CTR_DROP_SERVICE_PROTO = 15, /* to a service address without ports: ping, ICMP error
+						 * of no translated flow, unparsed headers */
+	WEFT_CTR_DROP_FRAGMENT = 16, /* a fragment to a service address or of a translated flow */
+	WEFT_CTR_DROP_CT_INSERT = 17, /* the connection table refused a new translated flow (full,
+				       * or its reply tuple is another connection's) */
+	WEFT_CTR_DROP_LB_INCONSISTENT = 18, /* a frontend's slot or backend record is missing */
+	WEFT_CTR_DROP_BACKEND_GONE = 19, /* a reply from a backend that was removed */
+	WEFT_CTR_DROP_REWRITE_FAILED = 20, /* rewriting or building a packet failed (memory) */
+	WEFT_CTR_MAX = 21,
 };
 
 struct {

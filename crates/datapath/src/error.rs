@@ -115,6 +115,16 @@ pub enum Error {
         what: &'static str,
     },
 
+    #[error("map {map}: {entries} entries is not a size (at least 1)")]
+    InvalidSize { map: &'static str, entries: u32 },
+
+    #[error("service frontend {frontend}: {field}: {reason}")]
+    InvalidService {
+        frontend: String,
+        field: &'static str,
+        reason: String,
+    },
+
     #[error("pin root {path}: {reason}")]
     InvalidPinRoot { path: PathBuf, reason: &'static str },
 }

@@ -12,15 +12,17 @@
 //!   renamed over the old one, and the attachments are swept once more to catch any
 //!   a CNI plugin made from the old pin meanwhile.
 
+use crate::conntrack::Conntrack;
 use crate::error::{Error, Result};
 use crate::hook::{self, Hook};
-use crate::layout::MAPS;
+use crate::layout::{MAPS, MAP_CT, MAP_LB_AFFINITY, MAP_LB_BACKENDS, MAP_LB_SLOTS};
 use crate::migrate::{Migration, MigrationReport};
 use crate::mode::AttachMode;
 use crate::model::{Counters, EndpointInfo, NodeConfig, RouteKind};
 use crate::pinned;
 use crate::pins::PinLayout;
 use crate::programs::{Attach, Program};
+use crate::services::Services;
 use crate::sys;
 use crate::tables::Tables;
 use crate::tcx::{self, LinkChange, ProgRef, SweepReport};
@@ -30,6 +32,72 @@ use ipnet::IpNet;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
+
+/// How [`Datapath::load_with`] creates the maps whose size the agent chooses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    pub sizes: MapSizes,
+}
+
+/// Entries of the agent-sized maps (defaults: the headers' values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapSizes {
+    /// `weft_ct`: two entries per connection.
+    pub connections: u32,
+    /// `weft_lb_slots`: one per backend of each frontend (draining ones included).
+    pub lb_slots: u32,
+    /// `weft_lb_be`: one per distinct backend address and port.
+    pub lb_backends: u32,
+    /// `weft_lb_aff`: one per (frontend with affinity, client address).
+    pub lb_affinity: u32,
+}
+
+impl Default for MapSizes {
+    fn default() -> MapSizes {
+        MapSizes {
+            connections: MAP_CT.shape.max_entries,
+            lb_slots: MAP_LB_SLOTS.shape.max_entries,
+            lb_backends: MAP_LB_BACKENDS.shape.max_entries,
+            lb_affinity: MAP_LB_AFFINITY.shape.max_entries,
+        }
+    }
+}
+
+impl MapSizes {
+    fn entries(&self) -> [(&'static str, u32); 4] {
+        [
+            (MAP_CT.name, self.connections),
+            (MAP_LB_SLOTS.name, self.lb_slots),
+            (MAP_LB_BACKENDS.name, self.lb_backends),
+            (MAP_LB_AFFINITY.name, self.lb_affinity),
+        ]
+    }
+
+    fn validate(&self) -> Result<()> {
+        for (name, entries) in self.entries() {
+            if entries == 0 {
+                return Err(Error::InvalidSize { map: name, entries });
+            }
+        }
+        Ok(())
+    }
+
+    /// The sizes of the maps pinned under `pins`.
+    pub(crate) fn pinned(pins: &PinLayout) -> Result<MapSizes> {
+        let size = |spec: &crate::layout::MapSpec| -> Result<u32> {
+            let fd = pinned::open_map(pins, spec)?;
+            let info = sys::map_info(fd.as_fd())
+                .map_err(|e| Error::bpf("BPF_OBJ_GET_INFO_BY_FD", pins.map_pin(spec), e))?;
+            Ok(info.shape.max_entries)
+        };
+        Ok(MapSizes {
+            connections: size(&MAP_CT)?,
+            lb_slots: size(&MAP_LB_SLOTS)?,
+            lb_backends: size(&MAP_LB_BACKENDS)?,
+            lb_affinity: size(&MAP_LB_AFFINITY)?,
+        })
+    }
+}
 
 /// What `load_or_adopt` did with one program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +148,14 @@ impl Datapath {
     /// maps under traffic (see [`crate::migrate`]); [`Datapath::migration`] says what
     /// was carried over.
     pub fn load_or_adopt(pin_root: impl Into<PathBuf>) -> Result<Datapath> {
+        Datapath::load_with(pin_root, &LoadOptions::default())
+    }
+
+    /// [`Datapath::load_or_adopt`] with the sizes of the agent-sized maps (the connection
+    /// table, the service slots, backends and affinity). A size applies when its map is
+    /// created; a map already pinned keeps its size ([`Datapath::map_sizes`] says which).
+    pub fn load_with(pin_root: impl Into<PathBuf>, options: &LoadOptions) -> Result<Datapath> {
+        options.sizes.validate()?;
         let attach_mode = AttachMode::from_env()?;
         let pins = PinLayout::new(pin_root);
         pins.create()?;
@@ -90,7 +166,7 @@ impl Datapath {
         // not loaded yet, so nothing runs on the new maps before they are filled.
         let mut objects = Vec::with_capacity(Program::ALL.len());
         for program in Program::ALL {
-            objects.push((program, load_object(&pins, program)?));
+            objects.push((program, load_object(&pins, program, &options.sizes)?));
         }
         let migration = Migration::begin(&pins, &created)?;
         let mut programs = Vec::with_capacity(Program::ALL.len());
@@ -107,6 +183,11 @@ impl Datapath {
             attach_mode,
             migration,
         })
+    }
+
+    /// The sizes the agent-sized maps have (as pinned, which may predate this load).
+    pub fn map_sizes(&self) -> Result<MapSizes> {
+        MapSizes::pinned(&self.pins)
     }
 
     /// What this load migrated from maps of an earlier layout (empty when nothing was
@@ -197,6 +278,16 @@ impl Datapath {
         self.tables.counters()
     }
 
+    /// The service maps, for the agent's Service reconciler ([`Services`]).
+    pub fn services(&self) -> Result<Services> {
+        Services::open_layout(&self.pins)
+    }
+
+    /// The connection table, for garbage collection and inspection ([`Conntrack`]).
+    pub fn conntrack(&self) -> Result<Conntrack> {
+        Conntrack::open_layout(&self.pins)
+    }
+
     fn prog_ref(&self, program: Program) -> Result<ProgRef<'_>> {
         let p = self.program(program).ok_or_else(|| Error::NotPinned {
             path: self.pins.program(program),
@@ -226,7 +317,7 @@ fn check_existing_maps(pins: &PinLayout) -> Result<Vec<&'static str>> {
 
 /// Parses `program`'s object and creates or opens its maps at their pins
 /// (`maps/<name>_v<layout>`); the program itself is loaded by [`load_program`].
-fn load_object(pins: &PinLayout, program: Program) -> Result<Ebpf> {
+fn load_object(pins: &PinLayout, program: Program, sizes: &MapSizes) -> Result<Ebpf> {
     let object_err = |source| Error::Object {
         program,
         source: Box::new(source),
@@ -238,6 +329,9 @@ fn load_object(pins: &PinLayout, program: Program) -> Result<Ebpf> {
     let mut loader = EbpfLoader::new();
     for (name, path) in &pin_paths {
         loader.map_pin_path(name, path.as_path());
+    }
+    for (name, entries) in sizes.entries() {
+        loader.map_max_entries(name, entries);
     }
     let ebpf = loader.load(program.object()).map_err(object_err)?;
     // A map the crate does not know would have been created unpinned: each program

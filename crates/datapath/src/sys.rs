@@ -38,6 +38,15 @@ const BPF_F_REPLACE: u32 = 1 << 2;
 /// `BPF_ANY`: create or replace a map element.
 pub(crate) const BPF_ANY: u64 = 0;
 
+/// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns()`, which the
+/// programs stamp connection-table expiries and affinity with.
+pub(crate) fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime writes into the timespec we own.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 #[repr(C)]
 #[derive(Default)]
 struct ObjAttr {
@@ -436,6 +445,29 @@ pub(crate) fn map_lookup<K: aya::Pod, V: aya::Pod + Default>(
         Err(e) => Err(e),
     }
 }
+
+/// The first key (`key` = `None`) or the one after `key`; `Ok(None)` at the end. A `key`
+/// no longer in a hash map restarts from the first key (the kernel's rule).
+pub(crate) fn map_next_key<K: aya::Pod + Default>(
+    map: BorrowedFd<'_>,
+    key: Option<&K>,
+) -> io::Result<Option<K>> {
+    let mut next = K::default();
+    let mut attr = MapElemAttr {
+        map_fd: raw(map),
+        key: key.map_or(0, |k| k as *const K as u64),
+        value: &mut next as *mut K as u64,
+        ..Default::default()
+    };
+    match bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) {
+        Ok(_) => Ok(Some(next)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `BPF_EXIST`: update an element only if it is there.
+pub(crate) const BPF_EXIST: u64 = 2;
 
 /// `Ok(false)` when the key was not there.
 pub(crate) fn map_delete<K: aya::Pod>(map: BorrowedFd<'_>, key: &K) -> io::Result<bool> {

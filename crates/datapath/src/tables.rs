@@ -4,10 +4,10 @@
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    ConfigValue, Counter, EndpointValue, IpKey, MapSpec, RouteValue, COUNTER_MAX, MAP_CONFIG,
-    MAP_COUNTERS, MAP_ENDPOINTS, MAP_ROUTES,
+    ConfigValue, Counter, EndpointValue, Event, IpKey, MapSpec, RouteValue, COUNTER_MAX, EVENT_MAX,
+    MAP_CONFIG, MAP_COUNTERS, MAP_ENDPOINTS, MAP_EVENTS, MAP_ROUTES,
 };
-use crate::model::{self, Counters, EndpointInfo, NodeConfig, RouteKind};
+use crate::model::{self, Counters, EndpointInfo, Events, NodeConfig, RouteKind};
 use crate::pinned;
 use crate::pins::PinLayout;
 use aya::maps::lpm_trie::Key;
@@ -23,6 +23,7 @@ pub struct Tables {
     routes: LpmTrie<MapData, IpKey, RouteValue>,
     config: Array<MapData, ConfigValue>,
     counters: PerCpuArray<MapData, u64>,
+    events: PerCpuArray<MapData, u64>,
 }
 
 impl Tables {
@@ -47,12 +48,15 @@ impl Tables {
             .map_err(|e| Error::map("open", pins.map_pin(&MAP_CONFIG), e))?;
         let counters = PerCpuArray::try_from(open(&MAP_COUNTERS)?)
             .map_err(|e| Error::map("open", pins.map_pin(&MAP_COUNTERS), e))?;
+        let events = PerCpuArray::try_from(open(&MAP_EVENTS)?)
+            .map_err(|e| Error::map("open", pins.map_pin(&MAP_EVENTS), e))?;
         Ok(Tables {
             pins,
             endpoints,
             routes,
             config,
             counters,
+            events,
         })
     }
 
@@ -135,21 +139,24 @@ impl Tables {
         Ok(out)
     }
 
-    /// The counters, each summed over CPUs.
+    /// The counters (one outcome per packet), each summed over CPUs.
     pub fn counters(&self) -> Result<Counters> {
         let path = self.pins.map_pin(&MAP_COUNTERS);
         let mut values = [0u64; COUNTER_MAX as usize];
-        for counter in Counter::ALL {
-            let per_cpu = self
-                .counters
-                .get(&(counter as u32), 0)
-                .map_err(|e| Error::map("lookup", &path, e))?;
-            let sum = per_cpu.iter().fold(0u64, |acc, v| acc.wrapping_add(*v));
-            if let Some(slot) = values.get_mut(counter as usize) {
-                *slot = sum;
-            }
+        for (slot, counter) in values.iter_mut().zip(Counter::ALL) {
+            *slot = sum_per_cpu(&self.counters, counter as u32, &path)?;
         }
         Ok(Counters::from_values(values))
+    }
+
+    /// The events (connection table, load balancing, translation), summed over CPUs.
+    pub fn events(&self) -> Result<Events> {
+        let path = self.pins.map_pin(&MAP_EVENTS);
+        let mut values = [0u64; EVENT_MAX as usize];
+        for (slot, event) in values.iter_mut().zip(Event::ALL) {
+            *slot = sum_per_cpu(&self.events, event as u32, &path)?;
+        }
+        Ok(Events::from_values(values))
     }
 }
 
@@ -159,6 +166,13 @@ impl std::fmt::Debug for Tables {
             .field("pins", &self.pins)
             .finish_non_exhaustive()
     }
+}
+
+fn sum_per_cpu(map: &PerCpuArray<MapData, u64>, index: u32, path: &PathBuf) -> Result<u64> {
+    let per_cpu = map
+        .get(&index, 0)
+        .map_err(|e| Error::map("lookup", path, e))?;
+    Ok(per_cpu.iter().fold(0u64, |acc, v| acc.wrapping_add(*v)))
 }
 
 fn is_not_found(e: &MapError) -> bool {
