@@ -5,10 +5,20 @@
  *
  *   parse_probe: runs weft_parse() on the frame and stores what it found in
  *                weft_test_parse[0].
+ *   ct_probe:    runs the connection-table engine on the frame, tracking every flow it
+ *                can without rewriting anything (as policy will): returns
+ *                CT_PROBE_CREATED, CT_PROBE_ORIGINAL or CT_PROBE_REPLY (the entry it
+ *                found), or TC_ACT_SHOT when the frame has no trackable tuple. Its
+ *                weft_ct map is the harness's own.
  */
 #include <linux/pkt_cls.h>
 
+#include "weft_ct.h"
 #include "weft_parse.h"
+
+#define CT_PROBE_CREATED 10
+#define CT_PROBE_ORIGINAL 11
+#define CT_PROBE_REPLY 12
 
 /* What parse_probe saw, flat (tests/parse.rs mirrors it). */
 struct weft_test_parse {
@@ -56,6 +66,32 @@ int parse_probe(struct __sk_buff *skb)
 	out->flags = pkt.flags;
 	out->l4_off = pkt.l4_off;
 	return TC_ACT_OK;
+}
+
+SEC("classifier")
+int ct_probe(struct __sk_buff *skb)
+{
+	struct weft_pkt pkt = {};
+	struct weft_ct_key k = {};
+	struct weft_ct_entry e = {};
+	struct weft_ct_entry *found;
+	__u64 now = bpf_ktime_get_ns();
+
+	if (weft_parse(skb, &pkt) != WEFT_PARSE_IP || !weft_ct_trackable(&pkt))
+		return TC_ACT_SHOT;
+	weft_ct_key_of(&k, &pkt);
+	found = bpf_map_lookup_elem(&weft_ct, &k);
+	if (found) {
+		weft_ct_observe(&k, found, &pkt, now);
+		return (found->flags & WEFT_CT_F_REPLY) ? CT_PROBE_REPLY : CT_PROBE_ORIGINAL;
+	}
+	__builtin_memcpy(e.nat_saddr, k.saddr, 16);
+	__builtin_memcpy(e.nat_daddr, k.daddr, 16);
+	e.nat_sport = k.sport;
+	e.nat_dport = k.dport;
+	if (weft_ct_create(&k, &e, &pkt, now) != WEFT_CT_CREATED)
+		return TC_ACT_SHOT;
+	return CT_PROBE_CREATED;
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -52,6 +52,11 @@ impl Harness {
         prog.test_run(opts).expect("BPF_PROG_TEST_RUN").return_value
     }
 
+    /// One of the harness's maps.
+    pub fn map(&mut self, name: &str) -> &aya::maps::Map {
+        self.ebpf.map(name).expect("harness map")
+    }
+
     /// Entry 0 of the array map `name`, as raw bytes.
     pub fn output<const N: usize>(&mut self, name: &str) -> [u8; N] {
         let map: Array<&MapData, [u8; N]> =
