@@ -11,6 +11,7 @@ pub mod legacy;
 pub mod packet;
 pub mod pods;
 pub mod scenario;
+pub mod servers;
 
 use aya::programs::{SchedClassifier, TestRun, TestRunOptions};
 use std::fs::File;
