@@ -37,7 +37,7 @@ impl Config {
             Config::BridgeSameNode => "bridge same-node",
             Config::WeftCrossNode => "weft cross-node",
             Config::ReferenceCrossNode => "reference cross-node",
-            Config::WeftClusterIp => "weft ClusterIP same-node",
+            Config::WeftClusterIp => "weft ClusterIP",
         }
     }
 
