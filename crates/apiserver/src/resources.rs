@@ -49,6 +49,9 @@ pub struct ResourceDef {
     pub strategic_merge: bool,
     pub patch_keys: Vec<PatchKey>,
     pub storage: Storage,
+    /// DELETE answers with the object (pods, services, namespaces) instead of a Status.
+    #[serde(default)]
+    pub returns_deleted_object: bool,
 }
 
 impl ResourceDef {
@@ -114,6 +117,7 @@ impl ResourceDef {
             strategic_merge: false,
             patch_keys: vec![],
             storage: Storage::Stored,
+            returns_deleted_object: false,
         }
     }
 }
@@ -183,6 +187,7 @@ impl Def {
             strategic_merge: true,
             patch_keys: self.keys.iter().map(|(p, k)| key(p, *k)).collect(),
             storage: Storage::Stored,
+            returns_deleted_object: matches!(self.kind, "Pod" | "Service" | "Namespace"),
         }
     }
 }

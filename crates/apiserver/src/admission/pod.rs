@@ -56,10 +56,12 @@ impl Admission for PodDefaults {
                 }
             }
         }
+        // A created pod starts Pending whatever status the client sent (the kubelet owns it).
         if let Some(map) = obj.as_object_mut() {
-            let status = map.entry("status").or_insert(Value::Null);
-            set_default(status, "phase", json!("Pending"));
-            set_default(status, "qosClass", json!("BestEffort"));
+            map.insert(
+                "status".into(),
+                json!({"phase": "Pending", "qosClass": "BestEffort"}),
+            );
         }
         Ok(())
     }

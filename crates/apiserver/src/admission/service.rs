@@ -142,6 +142,11 @@ fn defaults(obj: &mut Value) {
     }
 }
 
+/// A created Service's status is the server's, not the client's.
+fn reset_status(obj: &mut Value) {
+    obj["status"] = json!({"loadBalancer": {}});
+}
+
 impl Allocators {
     fn families(&self) -> Vec<&'static str> {
         self.ips
@@ -231,9 +236,10 @@ impl Allocators {
             .and_then(Value::as_str)
             .map(str::to_string);
         if policy.is_none() {
-            if families.len() == 2 || ips.len() == 2 {
-                policy = Some("RequireDualStack".into());
-            } else if headless && selectorless && cluster.len() == 2 {
+            if families.len() == 2
+                || ips.len() == 2
+                || (headless && selectorless && cluster.len() == 2)
+            {
                 policy = Some("RequireDualStack".into());
             } else if let Some(old_policy) = old.and_then(|o| o["spec"]["ipFamilyPolicy"].as_str())
             {
@@ -577,6 +583,7 @@ fn keep_allocated(old: &Value, new: &mut Value) {
 
 impl Admission for ServiceAllocation {
     fn create(&self, _ctx: &AdmitCtx, obj: &mut Value) -> Result<(), ApiError> {
+        reset_status(obj);
         defaults(obj);
         let mut a = self
             .inner

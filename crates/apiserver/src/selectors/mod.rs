@@ -3,7 +3,7 @@
 mod fields;
 mod labels;
 
-pub use fields::FieldSelector;
+pub use fields::{FieldSelector, FieldTerm};
 pub use labels::{LabelSelector, Op, Requirement};
 
 /// The label key and value syntax, shared with metadata validation.
