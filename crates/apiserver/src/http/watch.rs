@@ -198,6 +198,17 @@ async fn next(mut st: State) -> Option<(Result<Bytes, std::io::Error>, State)> {
         if st.done {
             return None;
         }
+        if st.drops.has_changed().unwrap_or(false) {
+            let order = st.drops.borrow_and_update().clone();
+            if order.applies(&st.req.def) {
+                if order.abort {
+                    st.abort = true;
+                } else {
+                    st.done = true;
+                }
+                continue;
+            }
+        }
         st.changed.borrow_and_update();
         let fetched = {
             let store = st.shared.store();
@@ -237,25 +248,20 @@ async fn next(mut st: State) -> Option<(Result<Bytes, std::io::Error>, State)> {
             st.deadline
         };
         tokio::select! {
+            biased;
+            r = st.drops.changed() => {
+                if r.is_err() {
+                    return None;
+                }
+                // Handled at the top of the loop.
+                st.drops.mark_changed();
+            }
             r = st.changed.changed() => {
                 if r.is_err() {
                     return None;
                 }
             }
             _ = tokio::time::sleep_until(wake) => {}
-            r = st.drops.changed() => {
-                if r.is_err() {
-                    return None;
-                }
-                let order = st.drops.borrow_and_update().clone();
-                if order.applies(&st.req.def) {
-                    if order.abort {
-                        st.abort = true;
-                    } else {
-                        st.done = true;
-                    }
-                }
-            }
         }
     }
 }

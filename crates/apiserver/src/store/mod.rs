@@ -135,7 +135,8 @@ impl Store {
     /// Expires every version up to now for `def` (or every resource): watches and paged
     /// lists from older versions get 410 Gone.
     pub fn expire(&mut self, def: Option<&ResourceDef>) {
-        let rv = self.rv;
+        // Every version a client holds becomes older than the compaction point.
+        let rv = self.next_rv();
         match def.map(|d| self.idx(d)) {
             Some(i) => {
                 if let Some(s) = self.states.get_mut(i) {
