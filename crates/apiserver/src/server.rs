@@ -246,6 +246,7 @@ fn serve_connection(
     stream: tokio::net::TcpStream,
     shared: Arc<Shared>,
     local: String,
+    control_only: bool,
     mut closed: impl FnMut() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + 'static,
 ) {
     let _ = stream.set_nodelay(true);
@@ -254,7 +255,7 @@ fn serve_connection(
             let shared = shared.clone();
             let local = local.clone();
             async move {
-                match handle(shared, req, local).await {
+                match handle(shared, req, local, control_only).await {
                     Outcome::Respond(r) => Ok(r),
                     Outcome::Drop => Err(std::io::Error::other(
                         "connection dropped by fault injection",
@@ -389,7 +390,7 @@ async fn api_loop(
             tokio::select! {
                 accepted = listener.accept() => {
                     if let Ok((stream, _)) = accepted {
-                        serve_connection(&mut connections, stream, shared.clone(), addr.to_string(), down_or_stopped(&shared, &closed_when));
+                        serve_connection(&mut connections, stream, shared.clone(), addr.to_string(), false, down_or_stopped(&shared, &closed_when));
                     }
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -418,7 +419,7 @@ async fn control_loop(
                         let mut s = stop.clone();
                         Box::pin(async move { let _ = s.wait_for(|s| *s).await; }) as std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
                     };
-                    serve_connection(&mut connections, stream, shared.clone(), addr.to_string(), closed);
+                    serve_connection(&mut connections, stream, shared.clone(), addr.to_string(), true, closed);
                 }
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}

@@ -51,14 +51,20 @@ pub enum Outcome {
     Drop,
 }
 
+/// Serves one request. `control_only`: the control listener, which answers nothing but
+/// `/weft-control/...`.
 pub async fn handle(
     shared: Arc<Shared>,
     req: Request<hyper::body::Incoming>,
     local: String,
+    control_only: bool,
 ) -> Outcome {
     let path = req.uri().path().to_string();
     if let Some(rest) = path.strip_prefix("/weft-control") {
         return Outcome::Respond(crate::control::handle(&shared, req, rest.to_string()).await);
+    }
+    if control_only {
+        return Outcome::Respond(not_found());
     }
     let user =
         match crate::auth::authenticate(&shared.config, header_str(&req, header::AUTHORIZATION)) {
