@@ -61,6 +61,17 @@ fn ty(obj: &Value) -> &str {
     obj["spec"]["type"].as_str().unwrap_or("ClusterIP")
 }
 
+/// The strings of a JSON list (anything else: none).
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn needs_cluster_ip(obj: &Value) -> bool {
     ty(obj) != "ExternalName"
 }
@@ -171,15 +182,7 @@ impl Allocators {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let mut ips: Vec<String> = spec
-            .get("clusterIPs")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut ips: Vec<String> = strings(spec.get("clusterIPs"));
         if ips.is_empty() && !cluster_ip.is_empty() {
             ips.push(cluster_ip.clone());
         }
@@ -191,15 +194,7 @@ impl Allocators {
             )]);
         }
         let headless = ips.first().is_some_and(|i| i == "None");
-        let mut families: Vec<String> = spec
-            .get("ipFamilies")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut families: Vec<String> = strings(spec.get("ipFamilies"));
         let mut causes = Vec::new();
         for (i, ip) in ips.iter().enumerate() {
             if ip == "None" {
@@ -363,22 +358,8 @@ impl Allocators {
     ) -> Result<(), ApiError> {
         let snapshot = obj.clone();
         if needs_cluster_ip(obj) {
-            let families: Vec<String> = obj["spec"]["ipFamilies"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let requested: Vec<String> = obj["spec"]["clusterIPs"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let families: Vec<String> = strings(Some(&obj["spec"]["ipFamilies"]));
+            let requested: Vec<String> = strings(Some(&obj["spec"]["clusterIPs"]));
             if requested.first().map(String::as_str) != Some("None") {
                 let mut ips = Vec::new();
                 for (i, fam) in families.iter().enumerate() {

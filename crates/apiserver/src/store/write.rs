@@ -128,8 +128,7 @@ impl Store {
         ctx: &WriteCtx,
     ) -> Result<ObjRef, ApiError> {
         prepare(def, &mut body, ns, None)?;
-        let state_idx = self.idx(def);
-        if state_idx == usize::MAX {
+        if self.idx(def) == usize::MAX {
             return Err(ApiError::internal(format!(
                 "resource {} is not stored",
                 def.plural
@@ -199,26 +198,9 @@ impl Store {
             Self::settle(&hooks, None, Some(&body), false);
             return build(def, &body, 0);
         }
-        let rv = self.next_rv();
-        set_rv(&mut body, Some(rv));
-        let obj = match build(def, &body, rv) {
-            Ok(o) => o,
-            Err(e) => {
-                Self::settle(&hooks, None, Some(&body), false);
-                return Err(e);
-            }
-        };
-        self.record(
-            state_idx,
-            Event {
-                rv,
-                kind: EventKind::Added,
-                object: obj.clone(),
-                prev: None,
-            },
-        );
-        Self::settle(&hooks, None, Some(&body), true);
-        Ok(obj)
+        let committed = self.commit(def, &mut body, EventKind::Added, None);
+        Self::settle(&hooks, None, Some(&body), committed.is_ok());
+        committed
     }
 
     /// PUT of the main resource (`status == false`: status is kept) or of `/status`
@@ -333,24 +315,12 @@ impl Store {
             };
         }
         let finished = new["metadata"].get("deletionTimestamp").is_some() && !has_finalizers(&new);
-        let rv = self.next_rv();
-        set_rv(&mut new, Some(rv));
-        let obj = build(def, &new, rv)?;
-        let idx = self.idx(def);
         let kind = if finished {
             EventKind::Deleted
         } else {
             EventKind::Modified
         };
-        self.record(
-            idx,
-            Event {
-                rv,
-                kind,
-                object: obj.clone(),
-                prev: Some(old),
-            },
-        );
+        let obj = self.commit(def, &mut new, kind, Some(old))?;
         Self::settle(
             &hooks,
             Some(&old_v),
@@ -459,20 +429,9 @@ impl Store {
             }
             v["metadata"]["deletionTimestamp"] = json!(meta::now());
             v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            let rv = self.next_rv();
-            set_rv(&mut v, Some(rv));
-            let obj = build(def, &v, rv)?;
-            let idx = self.idx(def);
-            self.record(
-                idx,
-                Event {
-                    rv,
-                    kind: EventKind::Modified,
-                    object: obj.clone(),
-                    prev: Some(old),
-                },
-            );
-            return Ok(DeleteOutcome::Finalizing(obj));
+            return self
+                .commit(def, &mut v, EventKind::Modified, Some(old))
+                .map(DeleteOutcome::Finalizing);
         }
         if ctx.dry_run {
             return Ok(DeleteOutcome::Deleted(old));
@@ -486,21 +445,32 @@ impl Store {
     /// Removes `old` with a DELETED event carrying the deletion's resourceVersion.
     fn remove_now(&mut self, def: &ResourceDef, old: ObjRef) -> Result<ObjRef, ApiError> {
         let old_v = old.value();
-        let mut v = old_v.clone();
+        let obj = self.commit(def, &mut old_v.clone(), EventKind::Deleted, Some(old))?;
+        Self::settle(&self.hooks_of(def), Some(&old_v), None, true);
+        Ok(obj)
+    }
+
+    /// Stamps `v` with the next resourceVersion and records the event.
+    fn commit(
+        &mut self,
+        def: &ResourceDef,
+        v: &mut Value,
+        kind: EventKind,
+        prev: Option<ObjRef>,
+    ) -> Result<ObjRef, ApiError> {
         let rv = self.next_rv();
-        set_rv(&mut v, Some(rv));
-        let obj = build(def, &v, rv)?;
+        set_rv(v, Some(rv));
+        let obj = build(def, v, rv)?;
         let idx = self.idx(def);
         self.record(
             idx,
             Event {
                 rv,
-                kind: EventKind::Deleted,
+                kind,
                 object: obj.clone(),
-                prev: Some(old),
+                prev,
             },
         );
-        Self::settle(&self.hooks_of(def), Some(&old_v), None, true);
         Ok(obj)
     }
 
