@@ -351,6 +351,29 @@ pub fn builtin() -> Vec<ResourceDef> {
             &[],
         )
         .build(),
+        // Its own store here (the real server serves core and events.k8s.io Events from one).
+        Def {
+            group: "events.k8s.io",
+            version: "v1",
+            kind: "Event",
+            plural: "events",
+            namespaced: true,
+            status: false,
+            short: &["ev"],
+            categories: &[],
+            fields: &[
+                ("regarding.kind", ""),
+                ("regarding.namespace", ""),
+                ("regarding.name", ""),
+                ("regarding.uid", ""),
+                ("reason", ""),
+                ("reportingController", ""),
+                ("type", ""),
+            ],
+            generation: false,
+            keys: &[],
+        }
+        .build(),
         Def {
             group: "discovery.k8s.io",
             version: "v1",

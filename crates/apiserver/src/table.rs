@@ -394,8 +394,10 @@ fn cells(kind: &str, o: &Value) -> Vec<Value> {
             json!(created),
         ],
         "Event" => {
+            // core/v1 and events.k8s.io/v1 name the same things differently.
             let last = [
                 &o["lastTimestamp"],
+                &o["deprecatedLastTimestamp"],
                 &o["eventTime"],
                 &o["metadata"]["creationTimestamp"],
             ]
@@ -403,7 +405,12 @@ fn cells(kind: &str, o: &Value) -> Vec<Value> {
             .find(|v| v.is_string())
             .map(|v| age(o, v))
             .unwrap_or_else(|| "<unknown>".into());
-            let inv = &o["involvedObject"];
+            let inv = if o["involvedObject"].is_object() {
+                &o["involvedObject"]
+            } else {
+                &o["regarding"]
+            };
+            let message = o["message"].as_str().or(o["note"].as_str()).unwrap_or("");
             vec![
                 json!(last),
                 json!(s(&o["type"])),
@@ -413,7 +420,7 @@ fn cells(kind: &str, o: &Value) -> Vec<Value> {
                     s(&inv["kind"]).to_lowercase(),
                     s(&inv["name"])
                 )),
-                json!(s(&o["message"])),
+                json!(message),
             ]
         }
         "EndpointSlice" => {

@@ -318,3 +318,42 @@ async fn selector_watch_sees_objects_move_in_and_out() {
     assert_eq!(got, ["ADDED p2", "DELETED p1 app=web", "ADDED p3"]);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn metadata_watcher_gets_partial_objects() {
+    let server = start(config()).await;
+    server.handle().create(node("n1")).unwrap();
+    let client = client_for(&server, None);
+    // Api<PartialObjectMeta<K>> asks for metadata only (as=PartialObjectMetadataList).
+    let api: Api<kube::core::PartialObjectMeta<Node>> = Api::all(client);
+    let mut s = watcher::watcher(api, watcher::Config::default()).boxed();
+    let mut names = vec![];
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), s.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        match ev {
+            Event::Init => {}
+            Event::InitApply(m) => names.push(m.name_any()),
+            Event::InitDone => break,
+            other => panic!("unexpected {:?}", name_of(&other)),
+        }
+    }
+    assert_eq!(names, ["n1"]);
+    server.handle().create(node("n2")).unwrap();
+    match tokio::time::timeout(Duration::from_secs(10), s.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+    {
+        Event::Apply(m) => {
+            assert_eq!(m.name_any(), "n2");
+            assert_eq!(m.labels()["kubernetes.io/hostname"], "n2");
+        }
+        other => panic!("unexpected {:?}", name_of(&other)),
+    }
+    server.shutdown().await;
+}
