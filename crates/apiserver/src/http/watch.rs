@@ -166,7 +166,9 @@ pub fn start(shared: Arc<Shared>, req: WatchRequest) -> Result<Body, ApiError> {
     let now = Instant::now();
     let bookmark_every = Duration::from_millis(shared.config.bookmark_interval_ms.max(10));
     let state = State {
-        deadline: now + req.timeout,
+        deadline: now
+            .checked_add(req.timeout)
+            .unwrap_or(now + Duration::from_secs(365 * 86_400)),
         next_bookmark: now + bookmark_every,
         bookmark_every,
         shared,
