@@ -163,12 +163,15 @@ impl Lab {
         })
     }
 
-    /// The guard's plugin object: its state dir here, annotations capability on, plus `extra`.
+    /// The guard's plugin object: its state dir here, annotations capability on, and the
+    /// statement that admission guarantees pod specs (the probes here are processes the
+    /// test starts, not containers), plus `extra`.
     pub fn guard(&self, extra: Value) -> Value {
         let mut conf = json!({
             "type": "weft-guard",
             "stateDir": self.state_dir(),
             "capabilities": {ANNOTATIONS_CAPABILITY: true},
+            "podSecurityGuarantee": "admission-policy",
         });
         if let (Some(conf), Some(extra)) = (conf.as_object_mut(), extra.as_object()) {
             conf.extend(extra.clone());

@@ -10,6 +10,7 @@
 //! - [`contract`]: the pod annotations and what they ask for;
 //! - [`annotations`]: where the annotations come from (runtimeConfig or the API server);
 //! - [`kube`]: a small blocking Kubernetes client (kubeconfig, one GET);
+//! - [`pod_security`]: what a fenced pod's containers may hold (capabilities, UIDs);
 //! - [`ruleset`]: the canonical fence for a contract;
 //! - [`netns`], [`fence`], [`verify`], [`probe`], [`bpf_links`]: installing the fence,
 //!   reading it back and proving it works;
@@ -29,6 +30,7 @@ pub mod fence;
 pub mod kube;
 pub mod netns;
 pub mod plugin;
+pub mod pod_security;
 pub mod probe;
 pub mod ruleset;
 pub mod selftest;

@@ -49,3 +49,44 @@ pub fn kernel_features() -> Result<(), GuardError> {
         .join()
         .unwrap_or_else(|_| Err(GuardError::Other("self-test thread panicked".into())))
 }
+
+/// Where the kernel lists its active LSMs (securityfs).
+pub const LSM_LIST: &str = "/sys/kernel/security/lsm";
+
+/// How this node confines a fenced pod's processes beyond the fence itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mode {
+    /// Whether the kernel lists the BPF LSM as active, or why that is unknown.
+    pub bpf_lsm_listed: Result<bool, String>,
+}
+
+impl Mode {
+    /// Reads the active LSM list at `lsm_list` (normally [`LSM_LIST`]).
+    pub fn of_node(lsm_list: &std::path::Path) -> Mode {
+        let listed = match std::fs::read_to_string(lsm_list) {
+            Ok(text) => Ok(text.trim().split(',').any(|name| name == "bpf")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+                "{} is missing: securityfs is not mounted (mount -t securityfs securityfs /sys/kernel/security)",
+                lsm_list.display()
+            )),
+            Err(e) => Err(format!("{}: {e}", lsm_list.display())),
+        };
+        Mode {
+            bpf_lsm_listed: listed,
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "fail-closed: an opted-in pod is fenced only when its spec (read from the API server) or the netconf's podSecurityGuarantee rules out containers that keep CAP_NET_RAW or CAP_NET_ADMIN or can become the proxy UID; this build loads no BPF LSM program ("
+        )?;
+        match &self.bpf_lsm_listed {
+            Ok(true) => write!(f, "the kernel lists the BPF LSM as active)"),
+            Ok(false) => write!(f, "the kernel does not list the BPF LSM as active)"),
+            Err(why) => write!(f, "whether the kernel runs the BPF LSM is unknown: {why})"),
+        }
+    }
+}

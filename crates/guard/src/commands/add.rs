@@ -12,6 +12,7 @@ use crate::error::GuardError;
 use crate::fault::{self, Step};
 use crate::fence;
 use crate::netns::PodNetns;
+use crate::pod_security;
 use crate::ruleset;
 use crate::state::{Record, Store};
 use crate::verify;
@@ -31,6 +32,7 @@ pub fn run(env: &Env, conf: &NetConf) -> Result<Option<String>, GuardError> {
         Decision::PassThrough => return Ok(Some(output)),
         Decision::Enforce(contract) => contract,
     };
+    pod_security::admit(&resolved, contract.proxy_uid, &config)?;
     let (container_id, ifname) = super::attachment(env)?;
     let netns = super::netns_path(env)?;
     enforce(

@@ -14,6 +14,7 @@ use crate::contract::Decision;
 use crate::error::GuardError;
 use crate::fence;
 use crate::netns::PodNetns;
+use crate::pod_security;
 use crate::ruleset::{self, FAMILY, TABLE};
 use crate::verify;
 
@@ -40,6 +41,9 @@ pub fn run(env: &Env, conf: &NetConf) -> Result<Option<String>, GuardError> {
             }
         }
         Decision::Enforce(contract) => {
+            // A pod that could go around the fence is not fenced, whatever the table says.
+            pod_security::admit(&resolved, contract.proxy_uid, &config)
+                .map_err(|e| GuardError::CheckFailed(e.to_string()))?;
             let spec = ruleset::canonical(&contract)?;
             let differences = verify::prove(&inside, &sock, &spec, contract.proxy_uid, &ifname)?;
             if !differences.is_empty() {
