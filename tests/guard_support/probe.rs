@@ -3,7 +3,9 @@
 //! The test binary re-executes itself (running only its `probe_entry` test) inside the pod's
 //! network namespace, as the UID under test; the action comes in `WEFT_GUARD_PROBE` and the
 //! outcome goes out as one `PROBE-RESULT: <outcome>` line. Outcomes are words, not timings:
-//! `connected`, `refused` (ECONNREFUSED), `eperm`, `sent`, `reply`, `timeout`, `error:<errno>`.
+//! `connected`, `refused` (ECONNREFUSED), `eperm`, `enobufs`, `sent`, `reply`, `timeout`,
+//! `error:<errno>`. [`run_with_net_raw`] starts the probe with CAP_NET_RAW kept (effective and
+//! ambient, as a container keeps it), for the raw-frame action.
 //! Refusals must come back before a short timeout: a fence that silently drops would show
 //! up as `timeout`, never as `refused`/`eperm`.
 //!
@@ -38,6 +40,15 @@ pub fn entry() {
         ["icmp", addr] => icmp(parse(addr)),
         ["raw", proto, addr] => raw(parse(proto), parse(addr)),
         ["serve", port] => serve(parse(port)),
+        ["frame", dev, gw_mac, src, dst, port, tag, bypass] => frame(
+            dev,
+            gw_mac,
+            parse(src),
+            parse(dst),
+            parse(port),
+            tag,
+            *bypass == "bypass",
+        ),
         _ => format!("error:bad-action:{action}"),
     };
     // A line of its own: libtest prints the test name on the same line first.
@@ -51,7 +62,82 @@ fn parse<T: std::str::FromStr>(text: &str) -> T {
 
 /// Runs `action` in `netns` as `uid` (and gid `uid`) and returns its outcome.
 pub fn run(netns: &Path, uid: u32, action: &str) -> String {
-    let out = command(netns, uid, action)
+    outcome_of(command(netns, uid, action), uid, action)
+}
+
+/// Like [`run`], but the process keeps CAP_NET_RAW (and only it) as `uid`.
+pub fn run_with_net_raw(netns: &Path, uid: u32, action: &str) -> String {
+    let mut cmd = weft_testkit::cmd_in(netns, std::env::current_exe().expect("own executable"));
+    cmd.args(["probe_entry", "--exact", "--nocapture", "--test-threads=1"])
+        .env(ENV, action)
+        .stdin(Stdio::null());
+    // SAFETY: only async-signal-safe credential system calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || keep_net_raw_as(uid));
+    }
+    outcome_of(cmd, uid, action)
+}
+
+/// Becomes `uid` keeping CAP_NET_RAW across the switch and the exec that follows.
+fn keep_net_raw_as(uid: u32) -> std::io::Result<()> {
+    const CAP_NET_RAW: u32 = 13;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let fail = || Err(std::io::Error::last_os_error());
+    // SAFETY: prctl/set*id/capset with plain arguments and buffers of the kernel's layout.
+    unsafe {
+        if libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0
+            || libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setresgid(uid, uid, uid) != 0
+            || libc::setresuid(uid, uid, uid) != 0
+        {
+            return fail();
+        }
+        let header = Header {
+            version: 0x2008_0522,
+            pid: 0,
+        };
+        let bit = 1u32 << CAP_NET_RAW;
+        let data = [
+            Data {
+                effective: bit,
+                permitted: bit,
+                inheritable: bit,
+            },
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+        ];
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+            return fail();
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+            CAP_NET_RAW as libc::c_ulong,
+            0,
+            0,
+        ) != 0
+        {
+            return fail();
+        }
+    }
+    Ok(())
+}
+
+fn outcome_of(mut cmd: Command, uid: u32, action: &str) -> String {
+    let out = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .output()
@@ -93,6 +179,21 @@ fn command(netns: &Path, uid: u32, action: &str) -> Command {
         }
     }
     cmd
+}
+
+/// A raw Ethernet frame carrying IPv4 or IPv6/UDP from `src` to `dst:port` through the
+/// gateway at `gw_mac`, written on `dev` with an AF_PACKET socket; `tag` is its payload.
+pub fn frame_action(
+    dev: &str,
+    gw_mac: &str,
+    src: IpAddr,
+    dst: IpAddr,
+    port: u16,
+    tag: &str,
+    bypass: bool,
+) -> String {
+    let how = if bypass { "bypass" } else { "queue" };
+    format!("frame {dev} {gw_mac} {src} {dst} {port} {tag} {how}")
 }
 
 pub fn tcp_action(addr: IpAddr, port: u16, timeout_ms: u64) -> String {
@@ -150,6 +251,7 @@ impl Drop for Server {
 fn errno_word(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(libc::EPERM) => "eperm".into(),
+        Some(libc::ENOBUFS) => "enobufs".into(),
         Some(libc::ECONNREFUSED) => "refused".into(),
         Some(libc::EACCES) => "eacces".into(),
         Some(code) => format!("error:{:?}", nix::errno::Errno::from_raw(code)),
@@ -299,6 +401,130 @@ fn serve(port: u16) -> String {
         }
         Err(e) => errno_word(&e),
     }
+}
+
+/// The Internet checksum of `words` (already summed into `sum`).
+fn checksum(mut sum: u32, bytes: &[u8]) -> u16 {
+    for pair in bytes.chunks(2) {
+        let word = u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]);
+        sum += u32::from(word);
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// Ethernet + IP + UDP, written by hand the way a workload holding CAP_NET_RAW could.
+fn build_frame(gw_mac: [u8; 6], src: IpAddr, dst: IpAddr, port: u16, payload: &[u8]) -> Vec<u8> {
+    let udp_len = (8 + payload.len()) as u16;
+    let mut udp = Vec::new();
+    udp.extend_from_slice(&40000u16.to_be_bytes());
+    udp.extend_from_slice(&port.to_be_bytes());
+    udp.extend_from_slice(&udp_len.to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(payload);
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&gw_mac);
+    frame.extend_from_slice(&[0x02, 0, 0, 0, 0x77, 0x01]);
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            frame.extend_from_slice(&0x0800u16.to_be_bytes());
+            let mut ip = vec![0x45, 0];
+            ip.extend_from_slice(&(20 + udp_len).to_be_bytes());
+            ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
+            ip.extend_from_slice(&s.octets());
+            ip.extend_from_slice(&d.octets());
+            let sum = checksum(0, &ip);
+            ip[10..12].copy_from_slice(&sum.to_be_bytes());
+            frame.extend_from_slice(&ip);
+            // A zero UDP checksum means "none" over IPv4.
+            frame.extend_from_slice(&udp);
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            frame.extend_from_slice(&0x86ddu16.to_be_bytes());
+            let mut pseudo = Vec::new();
+            pseudo.extend_from_slice(&s.octets());
+            pseudo.extend_from_slice(&d.octets());
+            pseudo.extend_from_slice(&u32::from(udp_len).to_be_bytes());
+            pseudo.extend_from_slice(&[0, 0, 0, 17]);
+            pseudo.extend_from_slice(&udp);
+            let sum = checksum(0, &pseudo);
+            udp[6..8].copy_from_slice(&sum.to_be_bytes());
+            frame.extend_from_slice(&[0x60, 0, 0, 0]);
+            frame.extend_from_slice(&udp_len.to_be_bytes());
+            frame.extend_from_slice(&[17, 64]);
+            frame.extend_from_slice(&s.octets());
+            frame.extend_from_slice(&d.octets());
+            frame.extend_from_slice(&udp);
+        }
+        _ => panic!("frame probe: {src} and {dst} are of different families"),
+    }
+    frame
+}
+
+fn frame(
+    dev: &str,
+    gw_mac: &str,
+    src: IpAddr,
+    dst: IpAddr,
+    port: u16,
+    tag: &str,
+    bypass: bool,
+) -> String {
+    let mut mac = [0u8; 6];
+    for (slot, part) in mac.iter_mut().zip(gw_mac.split(':')) {
+        *slot = u8::from_str_radix(part, 16).unwrap_or_else(|_| panic!("MAC {gw_mac}"));
+    }
+    let bytes = build_frame(mac, src, dst, port, tag.as_bytes());
+    let name = std::ffi::CString::new(dev).expect("device name");
+    // SAFETY: a NUL-terminated name.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if ifindex == 0 {
+        return format!("error:no-device:{dev}");
+    }
+    let socket = match raw_socket(libc::AF_PACKET, libc::SOCK_RAW, 0) {
+        Ok(s) => s,
+        Err(e) => return format!("socket-{}", errno_word(&e)),
+    };
+    if bypass {
+        let on: libc::c_int = 1;
+        // SAFETY: an int option of the size given. PACKET_QDISC_BYPASS is 20.
+        let rc = unsafe {
+            libc::setsockopt(
+                socket.raw(),
+                libc::SOL_PACKET,
+                20,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return format!(
+                "setsockopt-{}",
+                errno_word(&std::io::Error::last_os_error())
+            );
+        }
+    }
+    // SAFETY: zeroed sockaddr_ll, then filled; passed with its exact size.
+    let mut to: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    to.sll_family = libc::AF_PACKET as u16;
+    to.sll_ifindex = ifindex as i32;
+    // SAFETY: the frame and `to` are valid for the lengths given.
+    let rc = unsafe {
+        libc::sendto(
+            socket.raw(),
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            0,
+            (&to as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return errno_word(&std::io::Error::last_os_error());
+    }
+    "sent".into()
 }
 
 struct Fd(i32);

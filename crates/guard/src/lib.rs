@@ -12,6 +12,7 @@
 //! - [`kube`]: a small blocking Kubernetes client (kubeconfig, one GET);
 //! - [`pod_security`]: what a fenced pod's containers may hold (capabilities, UIDs);
 //! - [`ruleset`]: the canonical fence for a contract;
+//! - [`frames`]: the netdev egress fence that drops raw frames the inet fence never sees;
 //! - [`netns`], [`fence`], [`verify`], [`probe`], [`bpf_links`]: installing the fence,
 //!   reading it back and proving it works;
 //! - [`state`]: what ADD recorded per attachment, for DEL and GC;
@@ -27,6 +28,7 @@ pub mod describe;
 pub mod error;
 pub mod fault;
 pub mod fence;
+pub mod frames;
 pub mod kube;
 pub mod netns;
 pub mod plugin;

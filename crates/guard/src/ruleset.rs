@@ -35,6 +35,7 @@ use weft_nft::{
 
 use crate::contract::Contract;
 use crate::error::GuardError;
+use crate::frames::{self, Stamp};
 
 /// The fence's table (family inet).
 pub const TABLE: &str = "weft_guard";
@@ -57,7 +58,39 @@ pub const ICMPV6_ALLOWED: [u8; 5] = [
 /// Index of the `meta skuid` rule in the chain (after loopback and conntrack).
 pub const SKUID_RULE_INDEX: usize = 2;
 
-/// The table for `contract`.
+/// Everything ADD installs in one transaction: the inet fence (with the stamping chain
+/// of [`crate::frames`]) and, when the namespace has a device besides `lo`, the frame
+/// fence on those devices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FenceSpec {
+    pub inet: TableSpec,
+    pub frames: Option<TableSpec>,
+}
+
+impl FenceSpec {
+    /// The tables in the order they are installed.
+    pub fn tables(&self) -> impl Iterator<Item = &TableSpec> {
+        std::iter::once(&self.inet).chain(self.frames.as_ref())
+    }
+}
+
+/// The whole fence for `contract`, stamping with `stamp`, over `devices`.
+pub fn fence(
+    contract: &Contract,
+    stamp: Stamp,
+    devices: &[String],
+) -> Result<FenceSpec, GuardError> {
+    let mut inet = canonical(contract)?;
+    inet.chains.push(frames::stamp_chain(stamp)?);
+    let frames = if devices.is_empty() {
+        None
+    } else {
+        Some(frames::table(stamp, contract.proxy_uid, devices)?)
+    };
+    Ok(FenceSpec { inet, frames })
+}
+
+/// The inet table's output chain for `contract` (without the stamping chain).
 pub fn canonical(contract: &Contract) -> Result<TableSpec, GuardError> {
     let inet = || RuleBuilder::new(FAMILY);
     let mut rules = vec![

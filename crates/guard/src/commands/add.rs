@@ -11,6 +11,7 @@ use crate::contract::{Contract, Decision};
 use crate::error::GuardError;
 use crate::fault::{self, Step};
 use crate::fence;
+use crate::frames::{self, Stamp};
 use crate::netns::PodNetns;
 use crate::pod_security;
 use crate::ruleset;
@@ -55,10 +56,11 @@ pub fn enforce(
     netns: &Path,
     fault: Option<Step>,
 ) -> Result<(), GuardError> {
-    let spec = ruleset::canonical(contract)?;
     let pod = PodNetns::open(netns)?;
     let inside = pod.enter()?;
     let sock = inside.nft_socket()?;
+    // Read inside the pod: the frame fence covers every device it has but lo.
+    let spec = ruleset::fence(contract, Stamp::random()?, &frames::devices()?)?;
     let store = Store::new(config.network_state_dir());
     let record = Record {
         container_id: container_id.to_string(),
