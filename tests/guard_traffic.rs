@@ -188,3 +188,54 @@ fn ipv4_only_pod_is_fenced_for_ipv6_too() {
         "sent"
     );
 }
+
+/// The bypass the frame fence closes: a process that keeps CAP_NET_RAW writes a hand-made
+/// Ethernet frame (IPv4 or IPv6, UDP to the world) on an AF_PACKET socket, queued or with
+/// `PACKET_QDISC_BYPASS`. From UID 1000 or root it never leaves the pod (the send fails with
+/// ENOBUFS); the same frame from the proxy UID reaches the world, which shows the frame
+/// itself is deliverable. Each refused frame is followed by a proxy frame on the same path,
+/// so once that one has arrived the refused one can no longer be on its way.
+#[test]
+fn raw_frames_leave_the_pod_only_from_the_proxy_uid() {
+    let lab = Lab::new("rf");
+    let sink = UdpSink::start(lab.world.path());
+    let pod = lab.pod("agent-raw").with_annotations(opted_in(PROXY_UID));
+    let chain = lab.guarded_chain(true, json!({}));
+    let result = chain.add(&pod.att).expect("ADD bridge + guard");
+    let gateway = lab.gateway_mac();
+    let routes = [
+        (pod.address(false).expect("pod IPv4"), IpAddr::V4(WORLD_V4)),
+        (pod.address(true).expect("pod IPv6"), IpAddr::V6(WORLD_V6)),
+    ];
+    let send = |uid: u32, src: IpAddr, dst: IpAddr, tag: &str, bypass: bool| {
+        let action = probe::frame_action("eth0", &gateway, src, dst, sink.port, tag, bypass);
+        probe::run_with_net_raw(pod.path(), uid, &action)
+    };
+    for (src, dst) in routes {
+        for bypass in [false, true] {
+            for uid in [OTHER_UID, 0] {
+                let refused = format!("uid{uid}-{dst}-{bypass}");
+                assert_eq!(
+                    send(uid, src, dst, &refused, bypass),
+                    "enobufs",
+                    "{refused}: the frame fence drops it at egress"
+                );
+                let marker = format!("proxy-after-{refused}");
+                assert_eq!(send(PROXY_UID, src, dst, &marker, bypass), "sent");
+                assert!(sink.wait_for(&marker), "{marker} reached the world");
+                assert!(!sink.saw(&refused), "{refused} left the pod");
+            }
+        }
+    }
+    chain.check(&pod.att, &result).expect("CHECK");
+    // DEL of the guard alone (the bridge stays) removes the frame fence too, and then the
+    // same frame from UID 1000 leaves: the test would see a bypass.
+    let guard_only = lab.chain("1.0.0", vec![lab.guard(json!({}))]);
+    guard_only.del(&pod.att, Some(&result)).expect("DEL guard");
+    let out = pod.nft(&["list", "table", "netdev", "weft_guard"]);
+    assert!(!out.success(), "DEL removed the frame fence");
+    let (src, dst) = routes[0];
+    assert_eq!(send(OTHER_UID, src, dst, "unfenced", true), "sent");
+    assert!(sink.wait_for("unfenced"), "the probe frame is deliverable");
+    chain.del(&pod.att, None).expect("DEL");
+}
