@@ -92,6 +92,16 @@ fn dual_stack_pod_is_fenced_to_its_proxy_uid() {
         }
     }
 
+    // ICMPv6 typed as neighbour discovery from a user socket is refused too (only the
+    // kernel's own ND, which has no socket owner, passes); the proxy's passes.
+    for (uid, expected) in [(OTHER_UID, "eperm"), (0, "eperm"), (PROXY_UID, "sent")] {
+        assert_eq!(
+            probe::run_with_net_raw(pod.path(), uid, &format!("nd6 {v6}")),
+            expected,
+            "uid {uid} raw ND to {v6}"
+        );
+    }
+
     // Loopback works for every UID.
     let local = PongServer::start(pod.path());
     for uid in [OTHER_UID, 0, PROXY_UID] {

@@ -39,6 +39,7 @@ pub fn entry() {
         ["udp", addr, port] => udp(parse(addr), parse(port)),
         ["icmp", addr] => icmp(parse(addr)),
         ["raw", proto, addr] => raw(parse(proto), parse(addr)),
+        ["nd6", addr] => nd6(parse(addr)),
         ["serve", port] => serve(parse(port)),
         ["frame", dev, gw_mac, src, dst, port, tag, bypass] => frame(
             dev,
@@ -375,6 +376,23 @@ fn raw(proto: i32, addr: IpAddr) -> String {
         Err(e) => return format!("socket-{}", errno_word(&e)),
     };
     match send_to(&socket, b"weft raw probe payload", addr) {
+        Ok(()) => "sent".into(),
+        Err(e) => errno_word(&e),
+    }
+}
+
+/// An ICMPv6 neighbour solicitation written on a raw socket (CAP_NET_RAW) to a unicast
+/// address: typed like the kernel's own ND, but from a user socket.
+fn nd6(addr: IpAddr) -> String {
+    let socket = match raw_socket(libc::AF_INET6, libc::SOCK_RAW, libc::IPPROTO_ICMPV6) {
+        Ok(s) => s,
+        Err(e) => return format!("socket-{}", errno_word(&e)),
+    };
+    let mut solicitation = vec![135u8, 0, 0, 0, 0, 0, 0, 0];
+    if let IpAddr::V6(v6) = addr {
+        solicitation.extend_from_slice(&v6.octets());
+    }
+    match send_to(&socket, &solicitation, addr) {
         Ok(()) => "sent".into(),
         Err(e) => errno_word(&e),
     }

@@ -331,10 +331,14 @@ mod tests {
         );
         assert_eq!(
             text[6],
+            "counter meta l4proto icmpv6 meta skuid != 1337 reject with icmpx admin-prohibited"
+        );
+        assert_eq!(
+            text[7],
             "meta nfproto ipv6 meta l4proto icmpv6 icmp(v6) type 133 accept"
         );
-        assert_eq!(text[11], "counter meta l4proto tcp reject with tcp reset");
-        assert_eq!(text[12], "counter reject with icmpx admin-prohibited");
+        assert_eq!(text[12], "counter meta l4proto tcp reject with tcp reset");
+        assert_eq!(text[13], "counter reject with icmpx admin-prohibited");
         assert_eq!(
             chain(&spec.chains[0].chain),
             "chain output (type filter hook output priority -190; policy drop)"

@@ -8,6 +8,7 @@
 //!     ct state established,related accept
 //!     meta skuid <proxy uid> accept
 //!     ip daddr <allowed> accept / ip6 daddr <allowed> accept     (one per CIDR)
+//!     counter meta l4proto icmpv6 meta skuid != <proxy uid> reject with icmpx admin-prohibited
 //!     icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert,
 //!                   mld-listener-report, mld2-listener-report } accept (one rule each)
 //!     counter meta l4proto tcp reject with tcp reset
@@ -26,6 +27,9 @@
 //!   The `drop` policy is never reached; it is there so a table emptied by someone else
 //!   still refuses.
 //! - ND and MLD: the kernel sends them (no socket owner) for the pod's own IPv6 to work.
+//!   Only those: the rule before them refuses ICMPv6 from any user socket but the proxy's
+//!   (a raw ICMPv6 socket could otherwise send anything typed as ND to any address). A
+//!   packet without a user socket does not match `meta skuid`, so it reaches the ND rules.
 
 use ipnet::IpNet;
 use weft_nft::{
@@ -105,6 +109,21 @@ pub fn canonical(contract: &Contract) -> Result<TableSpec, GuardError> {
     for net in &contract.allow_cidrs {
         rules.push(build(inet().match_daddr(*net).accept())?);
     }
+    rules.push(build(
+        inet()
+            .counter()
+            .match_l4proto(ipproto::ICMPV6)
+            .expr(weft_nft::Expr::Meta {
+                key: weft_nft::MetaKey::SkUid,
+                dreg: weft_nft::Register::R1,
+            })
+            .expr(weft_nft::Expr::Cmp {
+                op: weft_nft::CmpOp::Neq,
+                sreg: weft_nft::Register::R1,
+                data: contract.proxy_uid.to_ne_bytes().to_vec(),
+            })
+            .reject_icmpx(IcmpxCode::AdminProhibited),
+    )?);
     for icmp_type in ICMPV6_ALLOWED {
         rules.push(build(inet().match_icmpv6_type(icmp_type).accept())?);
     }
@@ -159,7 +178,10 @@ mod tests {
         };
         let spec = canonical(&contract).unwrap();
         assert_eq!(spec.chains.len(), 1);
-        assert_eq!(spec.chains[0].rules.len(), 3 + 2 + ICMPV6_ALLOWED.len() + 2);
+        assert_eq!(
+            spec.chains[0].rules.len(),
+            3 + 2 + 1 + ICMPV6_ALLOWED.len() + 2
+        );
         let base = spec.chains[0].chain.base.as_ref().unwrap();
         assert_eq!(
             (base.hook, base.priority, base.policy),

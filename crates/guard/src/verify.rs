@@ -10,8 +10,8 @@
 //!    a fenced device at or before the frame fence, no legacy iptables `raw` table
 //!    (priority -300) in the namespace, and no BPF netfilter program on LOCAL_OUT at the
 //!    same or an earlier priority anywhere on the node.
-//! 3. The active probe ([`crate::probe`]) is refused: a UDP datagram, and a raw frame sent
-//!    with `PACKET_QDISC_BYPASS` by a UID holding CAP_NET_RAW.
+//! 3. The active probe ([`crate::probe`]) is refused: a UDP datagram, and (CHECK only, see
+//!    [`Probe`]) a raw frame sent with `PACKET_QDISC_BYPASS` by a UID holding CAP_NET_RAW.
 
 use weft_nft::{ChainEntry, ChainSpec, Family, Hook, NftSocket, Rule, TableSpec};
 
@@ -24,6 +24,18 @@ use crate::netns::Entered;
 use crate::probe;
 use crate::ruleset::{FenceSpec, FAMILY, PRIORITY, SKUID_RULE_INDEX, TABLE};
 
+/// How much of the active probe to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// The datagram only (ADD). Closing an AF_PACKET socket waits for an RCU grace period
+    /// (`synchronize_net` in packet_release, 10-20 ms on a busy node), too much for every
+    /// pod start; the frame fence is proven by its exact readback there.
+    Datagram,
+    /// The datagram and, with a frame fence, a raw frame with `PACKET_QDISC_BYPASS` (CHECK):
+    /// this also proves the kernel runs netdev egress for bypass sends.
+    DatagramAndFrame,
+}
+
 /// Everything that keeps `expected` from being proven in force; empty when it is. The
 /// calling thread is inside the pod's namespace (`_inside`), where `sock` was opened.
 pub fn prove(
@@ -32,6 +44,7 @@ pub fn prove(
     expected: &FenceSpec,
     proxy_uid: u32,
     ifname: &str,
+    probe: Probe,
 ) -> Result<Vec<String>, GuardError> {
     let found = fence::read(sock)?;
     let mut differences = table_differences(found.as_ref(), &expected.inet.normalized(), proxy_uid);
@@ -66,7 +79,8 @@ pub fn prove(
     // Only a fence that reads back right is probed: a wrong one already fails, and a probe
     // that is not refused would really leave the pod.
     if differences.is_empty() {
-        if let Err(why) = probe::require_refused(ifname, proxy_uid, expected.frames.is_some()) {
+        let frames = probe == Probe::DatagramAndFrame && expected.frames.is_some();
+        if let Err(why) = probe::require_refused(ifname, proxy_uid, frames) {
             differences.push(why);
         }
     }
@@ -182,7 +196,8 @@ fn rule_differences(want: &ChainSpec, have: &ChainSpec, proxy_uid: u32) -> Vec<S
     out
 }
 
-/// The proxy UID of `have` when it differs from `want` in that rule and nowhere else.
+/// The proxy UID of `have` when it differs from `want` in the UID compared by `meta skuid`
+/// and nowhere else (the fence names the proxy UID in more than one rule).
 fn only_uid_differs(want: &[Rule], have: &[Rule]) -> Option<u32> {
     if want.len() != have.len() {
         return None;
@@ -190,13 +205,42 @@ fn only_uid_differs(want: &[Rule], have: &[Rule]) -> Option<u32> {
     let differing: Vec<usize> = (0..want.len())
         .filter(|i| want.get(*i) != have.get(*i))
         .collect();
-    if differing != [SKUID_RULE_INDEX] {
+    if !differing.contains(&SKUID_RULE_INDEX) {
         return None;
     }
-    let rule = have.get(SKUID_RULE_INDEX)?;
-    let uid = skuid_of(rule)?;
+    let same_but_uid = differing
+        .iter()
+        .all(|i| matches!((want.get(*i), have.get(*i)), (Some(w), Some(h)) if without_uid(w) == without_uid(h)));
+    if !same_but_uid {
+        return None;
+    }
     skuid_of(want.get(SKUID_RULE_INDEX)?)?;
-    Some(uid)
+    skuid_of(have.get(SKUID_RULE_INDEX)?)
+}
+
+/// The rule with the value of every `meta skuid` comparison blanked.
+fn without_uid(rule: &Rule) -> Vec<weft_nft::Expr> {
+    use weft_nft::{Expr, MetaKey};
+    let mut out = Vec::with_capacity(rule.exprs.len());
+    let mut after_skuid = false;
+    for e in &rule.exprs {
+        match e {
+            Expr::Cmp { op, sreg, .. } if after_skuid => out.push(Expr::Cmp {
+                op: *op,
+                sreg: *sreg,
+                data: Vec::new(),
+            }),
+            other => out.push(other.clone()),
+        }
+        after_skuid = matches!(
+            e,
+            Expr::Meta {
+                key: MetaKey::SkUid,
+                ..
+            }
+        );
+    }
+    out
 }
 
 /// The UID of a `meta skuid <uid> accept` rule.

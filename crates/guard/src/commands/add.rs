@@ -79,7 +79,14 @@ pub fn enforce(
         fault::check(fault, Step::BeforeInstall)?;
         fence::install(&sock, &spec, fault)?;
         fault::check(fault, Step::AfterInstall)?;
-        let mut differences = verify::prove(&inside, &sock, &spec, contract.proxy_uid, ifname)?;
+        let mut differences = verify::prove(
+            &inside,
+            &sock,
+            &spec,
+            contract.proxy_uid,
+            ifname,
+            verify::Probe::Datagram,
+        )?;
         if fault == Some(Step::Verify) {
             differences.push(GuardError::Fault(Step::Verify.name()).to_string());
         }

@@ -57,7 +57,14 @@ pub fn run(env: &Env, conf: &NetConf) -> Result<Option<String>, GuardError> {
                     priority: 0,
                 });
             let spec = ruleset::fence(&contract, stamp, &frames::devices()?)?;
-            let differences = verify::prove(&inside, &sock, &spec, contract.proxy_uid, &ifname)?;
+            let differences = verify::prove(
+                &inside,
+                &sock,
+                &spec,
+                contract.proxy_uid,
+                &ifname,
+                verify::Probe::DatagramAndFrame,
+            )?;
             if !differences.is_empty() {
                 return Err(GuardError::CheckFailed(format!(
                     "egress fence for proxy uid {} is not in force: {}",
