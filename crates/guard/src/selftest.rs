@@ -83,7 +83,7 @@ impl std::fmt::Display for Mode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "fail-closed: an opted-in pod is fenced only when its spec (read from the API server) or the netconf's podSecurityGuarantee rules out containers that keep CAP_NET_RAW or CAP_NET_ADMIN or can become the proxy UID; this build loads no BPF LSM program ("
+            "fail-closed: an opted-in pod is fenced only when its spec (read from the API server) or the netconf's podSecurityGuarantee rules out containers that keep CAP_NET_RAW or CAP_NET_ADMIN or can become the proxy UID; the frame fence drops AF_PACKET frames, not AF_XDP; this build loads no BPF LSM program ("
         )?;
         match &self.bpf_lsm_listed {
             Ok(true) => write!(f, "the kernel lists the BPF LSM as active)"),
