@@ -25,7 +25,6 @@ fn documents() -> Vec<Value> {
         .collect()
 }
 
-
 /// JSON as the API server hands it to CEL: integers are `int`, objects are maps.
 fn cel(value: &Value) -> Cel {
     match value {
@@ -113,11 +112,13 @@ impl Policy {
         let failed = self
             .validations
             .iter()
-            .filter_map(|(expression, message)| match Self::run(expression, &context) {
-                Ok(Cel::Bool(true)) => None,
-                Ok(Cel::Bool(false)) => Some(message.clone()),
-                other => Some(format!("{expression} gave {other:?}")),
-            })
+            .filter_map(
+                |(expression, message)| match Self::run(expression, &context) {
+                    Ok(Cel::Bool(true)) => None,
+                    Ok(Cel::Bool(false)) => Some(message.clone()),
+                    other => Some(format!("{expression} gave {other:?}")),
+                },
+            )
             .collect();
         Some(failed)
     }
@@ -231,7 +232,11 @@ fn cases() -> Vec<(&'static str, Value, bool)> {
         ),
         (
             "no runAsUser anywhere",
-            set(hardened(), "/securityContext", json!({"runAsNonRoot": true})),
+            set(
+                hardened(),
+                "/securityContext",
+                json!({"runAsNonRoot": true}),
+            ),
             false,
         ),
         (
@@ -245,7 +250,11 @@ fn cases() -> Vec<(&'static str, Value, bool)> {
         ),
         (
             "escalation unset",
-            set(hardened(), agent, json!({"capabilities": {"drop": ["ALL"]}})),
+            set(
+                hardened(),
+                agent,
+                json!({"capabilities": {"drop": ["ALL"]}}),
+            ),
             false,
         ),
         (
@@ -295,12 +304,22 @@ fn the_policy_and_the_plugin_agree() {
     let policy = Policy::load();
     for (name, spec, accepted) in cases() {
         let pod = pod(spec);
-        let failed = policy.evaluate(&pod).expect("the policy applies to opted-in pods");
-        assert_eq!(failed.is_empty(), accepted, "{name}: policy says {failed:#?}");
+        let failed = policy
+            .evaluate(&pod)
+            .expect("the policy applies to opted-in pods");
+        assert_eq!(
+            failed.is_empty(),
+            accepted,
+            "{name}: policy says {failed:#?}"
+        );
         let plugin = PodSecurity::from_pod(&pod)
             .expect("readable spec")
             .violations(PROXY);
-        assert_eq!(plugin.is_empty(), accepted, "{name}: plugin says {plugin:#?}");
+        assert_eq!(
+            plugin.is_empty(),
+            accepted,
+            "{name}: plugin says {plugin:#?}"
+        );
     }
 }
 
