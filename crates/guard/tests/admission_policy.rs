@@ -364,3 +364,30 @@ fn the_binding_enforces_the_policy_everywhere() {
         "the binding covers every namespace; the policy's match condition picks the pods"
     );
 }
+
+/// The manifests are valid Kubernetes objects, unknown fields included (`--strict`), for the
+/// Kubernetes version the project targets (k8s-openapi's `v1_33`). `make deps` installs
+/// PyPI's kubernetes-validate into `target/k8s-venv`.
+#[test]
+fn the_manifests_validate_strictly() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let tool = root.join("target/k8s-venv/bin/kubernetes-validate");
+    assert!(
+        tool.is_file(),
+        "{} is missing: run `make deps` (it installs kubernetes-validate==1.37.0 into target/k8s-venv)",
+        tool.display()
+    );
+    let manifest = root.join("deploy/guard/pod-security-policy.yaml");
+    let out = std::process::Command::new(&tool)
+        .args(["--strict", "-k", "1.33.0"])
+        .arg(&manifest)
+        .output()
+        .expect("run kubernetes-validate");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches("passed for resource").count(), 2, "{text}");
+}
