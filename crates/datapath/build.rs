@@ -22,6 +22,12 @@ macro_rules! programs {
         const PROGRAMS: &[&str] = &[$($name),*];
     };
 }
+// ... and the objects other parts of weft load.
+macro_rules! foreign_objects {
+    ($( $(#[$doc:meta])* $constant:ident = $name:literal ),* $(,)?) => {
+        const FOREIGN_OBJECTS: &[&str] = &[$($name),*];
+    };
+}
 include!("src/program_table.rs");
 
 fn main() {
@@ -41,7 +47,7 @@ fn main() {
         clang,
         multiarch: multiarch_include(),
     };
-    for program in PROGRAMS {
+    for program in PROGRAMS.iter().chain(FOREIGN_OBJECTS) {
         let source = bpf_dir.join(format!("{program}.c"));
         println!("cargo:rerun-if-changed={}", source.display());
         cc.compile(&source, &include, &out_dir.join(format!("{program}.bpf.o")));

@@ -69,7 +69,8 @@ pub fn check(options: &Options) -> GuardStatus {
         kernel: weft_guard::selftest::kernel_features().map_err(|e| e.to_string()),
         mode: weft_guard::selftest::Mode::of_node(std::path::Path::new(
             weft_guard::selftest::LSM_LIST,
-        )),
+        ))
+        .with_program_probe(),
     }
 }
 

@@ -56,7 +56,7 @@ pub use migrate::{MapMigration, MigrationReport};
 pub use mode::AttachMode;
 pub use model::{Counters, EndpointInfo, Events, NodeConfig, RouteKind};
 pub use pins::{PinLayout, DEFAULT_PIN_ROOT};
-pub use programs::{Attach, CgroupHook, Devices, Program, ProgramSpec, TcHook};
+pub use programs::{Attach, CgroupHook, Devices, Program, ProgramSpec, TcHook, GUARD_LSM};
 pub use services::{
     Backend, Frontend, FrontendChange, FrontendSpec, L4Proto, Scope, Services, WhenEmpty,
 };

@@ -29,3 +29,11 @@ programs! {
         links: "overlay",
     },
 }
+
+// Objects built with the datapath's programs but loaded by another part of weft. Each row:
+// a constant naming the embedded object, and its file name (`bpf/<name>.c`).
+foreign_objects! {
+    /// The egress guard's BPF-LSM object (bpf/guard_lsm.c, several `lsm/` programs):
+    /// `weft-guard` loads it, the datapath never does.
+    GUARD_LSM = "guard_lsm",
+}

@@ -117,6 +117,20 @@ macro_rules! programs {
         }
     };
 }
+
+macro_rules! foreign_objects {
+    ($( $(#[$doc:meta])* $constant:ident = $name:literal ),* $(,)?) => {
+        $(
+            $(#[$doc])*
+            pub static $constant: &[u8] = {
+                static OBJECT: &Aligned<[u8]> = &Aligned {
+                    bytes: *include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".bpf.o")),
+                };
+                &OBJECT.bytes
+            };
+        )*
+    };
+}
 include!("program_table.rs");
 
 impl Program {

@@ -17,6 +17,7 @@
 //!   reading it back and proving it works;
 //! - [`state`]: what ADD recorded per attachment, for DEL and GC;
 //! - [`commands`]: ADD, CHECK, DEL, GC and STATUS; [`plugin`] dispatches to them;
+//! - [`lsm`]: the BPF LSM programs, probed (loaded, never attached) by `weft status`;
 //! - [`selftest`]: the node-level checks `weft status` runs.
 
 pub mod annotations;
@@ -30,6 +31,7 @@ pub mod fault;
 pub mod fence;
 pub mod frames;
 pub mod kube;
+pub mod lsm;
 pub mod netns;
 pub mod plugin;
 pub mod pod_security;

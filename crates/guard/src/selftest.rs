@@ -60,6 +60,9 @@ pub const LSM_LIST: &str = "/sys/kernel/security/lsm";
 pub struct Mode {
     /// Whether the kernel lists the BPF LSM as active, or why that is unknown.
     pub bpf_lsm_listed: Result<bool, String>,
+    /// Whether the kernel loads the guard's BPF LSM programs ([`crate::lsm::probe_load`]),
+    /// when that was tried.
+    pub programs: Option<Result<(), String>>,
 }
 
 impl Mode {
@@ -75,7 +78,14 @@ impl Mode {
         };
         Mode {
             bpf_lsm_listed: listed,
+            programs: None,
         }
+    }
+
+    /// Also tries to load (never attach) the guard's BPF LSM programs. Needs root.
+    pub fn with_program_probe(mut self) -> Mode {
+        self.programs = Some(crate::lsm::probe_load());
+        self
     }
 }
 
@@ -86,9 +96,17 @@ impl std::fmt::Display for Mode {
             "fail-closed: an opted-in pod is fenced only when its spec (read from the API server) or the netconf's podSecurityGuarantee rules out containers that keep CAP_NET_RAW or CAP_NET_ADMIN or can become the proxy UID; the frame fence drops AF_PACKET frames, not AF_XDP; this build loads no BPF LSM program ("
         )?;
         match &self.bpf_lsm_listed {
-            Ok(true) => write!(f, "the kernel lists the BPF LSM as active)"),
-            Ok(false) => write!(f, "the kernel does not list the BPF LSM as active)"),
-            Err(why) => write!(f, "whether the kernel runs the BPF LSM is unknown: {why})"),
+            Ok(true) => write!(f, "the kernel lists the BPF LSM as active")?,
+            Ok(false) => write!(f, "the kernel does not list the BPF LSM as active")?,
+            Err(why) => write!(f, "whether the kernel runs the BPF LSM is unknown: {why}")?,
+        }
+        match &self.programs {
+            None => write!(f, ")"),
+            Some(Ok(())) => write!(
+                f,
+                "; it loads the guard's BPF LSM programs, which this build does not attach yet)"
+            ),
+            Some(Err(why)) => write!(f, "; it refuses the guard's BPF LSM programs: {why})"),
         }
     }
 }
