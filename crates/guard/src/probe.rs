@@ -1,15 +1,16 @@
 //! The active probe: proof, from inside the pod, that a UID other than the proxy's is
 //! refused.
 //!
-//! A thread enters the pod's network namespace, drops its own credentials to another UID
-//! with the raw `setresgid`/`setresuid` system calls (glibc's wrappers would change every
-//! thread of the process), and sends one UDP datagram to a TEST-NET-1 address through the
-//! pod's interface. The fence must refuse it with EPERM. The socket is bound to the
-//! interface so routing finds a way out even when the pod has no route (yet); only a
-//! missing or down interface makes the probe inconclusive, which counts as a failure.
+//! The plugin's thread, already inside the pod's network namespace, switches its own
+//! credentials to another UID with the raw `setresgid`/`setresuid` system calls (glibc's
+//! wrappers would change every thread of the process), sends one UDP datagram to a
+//! TEST-NET-1 address through the pod's interface, and switches back. The fence must refuse
+//! the datagram with EPERM. The socket is bound to the interface so routing finds a way out
+//! even when the pod has no route (yet); only a missing or down interface makes the probe
+//! inconclusive, which counts as a failure.
 //!
-//! When the namespace has a frame fence ([`crate::frames`]), the thread keeps CAP_NET_RAW
-//! (and nothing else) across the switch and also writes one raw Ethernet frame on the
+//! For CHECK of a namespace with a frame fence ([`crate::frames`]), only CAP_NET_RAW stays
+//! effective across the switch, and the probe also writes one raw Ethernet frame on the
 //! interface through an AF_PACKET socket with `PACKET_QDISC_BYPASS`, the way that skips
 //! tc: the frame fence must drop it (`send` fails with ENOBUFS).
 
@@ -43,21 +44,18 @@ pub fn probe_uid(proxy_uid: u32) -> u32 {
     }
 }
 
-/// Sends the probe as `uid` through `ifname`, from a new thread that starts in the
-/// calling thread's network namespace (the pod's: the caller has entered it).
-pub fn run(ifname: &str, uid: u32) -> Result<Outcome, String> {
-    std::thread::scope(|scope| scope.spawn(|| send_as(uid, ifname)).join())
-        .map_err(|_| "probe thread panicked".to_string())
-}
-
 /// Runs the probe and turns anything but a refusal into an error naming what happened.
-/// With `frames`, the raw-frame probe must be refused too.
+/// With `frames`, the raw-frame probe must be refused too. The calling thread must be in
+/// the pod's namespace; it runs the probe itself, as another UID, and is root again after.
 pub fn require_refused(ifname: &str, proxy_uid: u32, frames: bool) -> Result<(), String> {
     let uid = probe_uid(proxy_uid);
-    let outcomes = std::thread::scope(|scope| scope.spawn(|| probe_as(uid, ifname, frames)).join())
-        .map_err(|_| "probe thread panicked".to_string())?;
+    let keep = if frames { 1 << CAP_NET_RAW } else { 0 };
+    let (datagram, frame) = as_uid(uid, keep, || {
+        (send_datagram(ifname), frames.then(|| send_frame(ifname)))
+    })
+    .map_err(|e| format!("probe as uid {uid}: {e}"))?;
     let mut failures = Vec::new();
-    match outcomes.datagram {
+    match datagram {
         Outcome::Refused => {}
         Outcome::Sent => failures.push(format!(
             "probe: a UDP datagram from uid {uid} to {PROBE_DESTINATION} via {ifname} was NOT refused"
@@ -66,7 +64,7 @@ pub fn require_refused(ifname: &str, proxy_uid: u32, frames: bool) -> Result<(),
             "probe from uid {uid} to {PROBE_DESTINATION} via {ifname} proves nothing: {why}"
         )),
     }
-    match outcomes.frame {
+    match frame {
         None | Some(Outcome::Refused) => {}
         Some(Outcome::Sent) => failures.push(format!(
             "probe: a raw frame from uid {uid} (CAP_NET_RAW, PACKET_QDISC_BYPASS) via {ifname} was NOT dropped"
@@ -80,36 +78,6 @@ pub fn require_refused(ifname: &str, proxy_uid: u32, frames: bool) -> Result<(),
     } else {
         Err(failures.join("; "))
     }
-}
-
-/// What the probe thread saw.
-struct Outcomes {
-    datagram: Outcome,
-    frame: Option<Outcome>,
-}
-
-/// Runs on its own thread, inside the pod's namespace: the datagram probe, and with
-/// `frames` the raw-frame probe, as `uid` (keeping CAP_NET_RAW for the frame).
-fn probe_as(uid: u32, ifname: &str, frames: bool) -> Outcomes {
-    let inconclusive = |why: String| Outcomes {
-        datagram: Outcome::Inconclusive(why.clone()),
-        frame: frames.then(|| Outcome::Inconclusive(why)),
-    };
-    if let Err(e) = drop_thread_credentials(uid, frames) {
-        return inconclusive(format!("cannot switch the probe thread to uid {uid}: {e}"));
-    }
-    let datagram = send_datagram(ifname);
-    let frame = frames.then(|| send_frame(ifname));
-    Outcomes { datagram, frame }
-}
-
-/// Runs on its own thread, inside the pod's namespace; it changes only this thread's
-/// credentials, and the thread ends right after.
-fn send_as(uid: u32, ifname: &str) -> Outcome {
-    if let Err(e) = drop_thread_credentials(uid, false) {
-        return Outcome::Inconclusive(format!("cannot switch the probe thread to uid {uid}: {e}"));
-    }
-    send_datagram(ifname)
 }
 
 /// One UDP datagram to [`PROBE_DESTINATION`] through `ifname`.
@@ -129,74 +97,202 @@ fn send_datagram(ifname: &str) -> Outcome {
     }
 }
 
-/// Gives up root for the calling thread only: no supplementary groups, then gid, then uid
-/// (in that order: after the uid changes the others can no longer be changed). With
-/// `keep_net_raw`, CAP_NET_RAW (only) stays effective, as in a container that keeps it.
-fn drop_thread_credentials(uid: u32, keep_net_raw: bool) -> io::Result<()> {
-    let gid = uid;
-    // SAFETY: raw system calls with integer arguments; they affect only the calling
-    // thread's credentials, which is the point (glibc's wrappers would signal every
-    // thread to change them all).
-    unsafe {
-        if keep_net_raw && libc::syscall(libc::SYS_prctl, libc::PR_SET_KEEPCAPS, 1usize) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::syscall(libc::SYS_setresgid, gid, gid, gid) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0 {
-            return Err(io::Error::last_os_error());
-        }
+/// `CAP_NET_RAW` (linux/capability.h).
+const CAP_NET_RAW: u32 = 13;
+
+/// A thread's capability sets, as capget(2)/capset(2) see them (two 32-bit words each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Caps {
+    effective: u64,
+    permitted: u64,
+    inheritable: u64,
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// _LINUX_CAPABILITY_VERSION_3.
+const CAP_VERSION_3: u32 = 0x2008_0522;
+
+fn capget() -> io::Result<Caps> {
+    let header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: header and two data words are what capget(2) reads and writes.
+    let rc = unsafe { libc::syscall(libc::SYS_capget, &header, data.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
     }
-    if keep_net_raw {
-        set_thread_capabilities(1 << CAP_NET_RAW)?;
+    let join = |lo: u32, hi: u32| u64::from(lo) | (u64::from(hi) << 32);
+    Ok(Caps {
+        effective: join(data[0].effective, data[1].effective),
+        permitted: join(data[0].permitted, data[1].permitted),
+        inheritable: join(data[0].inheritable, data[1].inheritable),
+    })
+}
+
+fn capset(caps: Caps) -> io::Result<()> {
+    let header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    let word = |set: u64, high: bool| (if high { set >> 32 } else { set }) as u32;
+    let data = [false, true].map(|high| CapData {
+        effective: word(caps.effective, high),
+        permitted: word(caps.permitted, high),
+        inheritable: word(caps.inheritable, high),
+    });
+    // SAFETY: header and two data words are what capset(2) reads; pid 0 is this thread.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }
 
-/// `CAP_NET_RAW` (linux/capability.h).
-const CAP_NET_RAW: u32 = 13;
-
-/// Makes `caps` (bits of the first capability word) the calling thread's effective and
-/// permitted set, and nothing else.
-fn set_thread_capabilities(caps: u32) -> io::Result<()> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    // _LINUX_CAPABILITY_VERSION_3: two words of each set.
-    let header = Header {
-        version: 0x2008_0522,
-        pid: 0,
-    };
-    let none = Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    };
-    let data = [
-        Data {
-            effective: caps,
-            permitted: caps,
-            inheritable: 0,
-        },
-        none,
-    ];
-    // SAFETY: header and data are the layouts capset(2) reads; pid 0 is this thread.
-    let rc = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
-    if rc != 0 {
+/// Raw system calls that change only the calling thread's credentials (glibc's wrappers
+/// would signal every thread of the process to change them all).
+fn sys(result: libc::c_long) -> io::Result<()> {
+    if result != 0 {
         return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The calling thread's credentials, to put back after the probe.
+struct Saved {
+    uids: [libc::uid_t; 3],
+    gids: [libc::gid_t; 3],
+    groups: Vec<libc::gid_t>,
+    caps: Caps,
+    keep_caps: libc::c_long,
+}
+
+fn save() -> io::Result<Saved> {
+    let (mut ru, mut eu, mut su): (libc::uid_t, libc::uid_t, libc::uid_t) = (0, 0, 0);
+    let (mut rg, mut eg, mut sg): (libc::gid_t, libc::gid_t, libc::gid_t) = (0, 0, 0);
+    // SAFETY: each call writes three ids into the variables given.
+    unsafe {
+        sys(libc::syscall(
+            libc::SYS_getresuid,
+            &mut ru,
+            &mut eu,
+            &mut su,
+        ))?;
+        sys(libc::syscall(
+            libc::SYS_getresgid,
+            &mut rg,
+            &mut eg,
+            &mut sg,
+        ))?;
+    }
+    let (uids, gids) = ([ru, eu, su], [rg, eg, sg]);
+    let mut groups = vec![0 as libc::gid_t; 256];
+    // SAFETY: the kernel writes at most `groups.len()` ids.
+    let n = unsafe { libc::syscall(libc::SYS_getgroups, groups.len(), groups.as_mut_ptr()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    groups.truncate(n as usize);
+    // SAFETY: PR_GET_KEEPCAPS takes no pointer.
+    let keep_caps = unsafe { libc::syscall(libc::SYS_prctl, libc::PR_GET_KEEPCAPS, 0, 0, 0, 0) };
+    Ok(Saved {
+        uids,
+        gids,
+        groups,
+        caps: capget()?,
+        keep_caps,
+    })
+}
+
+/// Runs `work` on the calling thread as `uid` (and gid `uid`, no supplementary groups),
+/// with only the capabilities in `effective` usable, then puts every credential back. The
+/// permitted set is kept meanwhile, so the way back needs nothing from outside. Running on
+/// the calling thread avoids waking another one: on a busy node a new thread waited 1-2 ms
+/// for a CPU, most of ADD's own time. `Err` when the switch, or the way back, failed; a
+/// thread that could not be put back is not left running as the probe UID: the process
+/// exits.
+fn as_uid<T>(uid: u32, effective: u64, work: impl FnOnce() -> T) -> Result<T, String> {
+    let saved = save().map_err(|e| format!("reading the plugin's credentials: {e}"))?;
+    let switched = (|| -> io::Result<()> {
+        // SAFETY: raw credential system calls with integer or null arguments.
+        unsafe {
+            sys(libc::syscall(
+                libc::SYS_prctl,
+                libc::PR_SET_KEEPCAPS,
+                1,
+                0,
+                0,
+                0,
+            ))?;
+            sys(libc::syscall(
+                libc::SYS_setgroups,
+                0usize,
+                std::ptr::null::<libc::gid_t>(),
+            ))?;
+            sys(libc::syscall(libc::SYS_setresgid, uid, uid, uid))?;
+            sys(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
+        }
+        capset(Caps {
+            effective: effective & saved.caps.permitted,
+            permitted: saved.caps.permitted,
+            inheritable: 0,
+        })
+    })();
+    let outcome = switched.map(|()| work());
+    if let Err(e) = restore(&saved) {
+        // Carrying on as the probe UID (or half way back) would make every later step
+        // fail in confusing ways, or worse; the runtime sees the plugin fail instead.
+        eprintln!("weft-guard: could not restore the plugin's credentials after the probe: {e}");
+        std::process::exit(1);
+    }
+    outcome.map_err(|e| format!("cannot switch to uid {uid}: {e}"))
+}
+
+fn restore(saved: &Saved) -> io::Result<()> {
+    // Back to the full permitted set first: it holds CAP_SETUID and CAP_SETGID.
+    capset(Caps {
+        effective: saved.caps.permitted,
+        permitted: saved.caps.permitted,
+        inheritable: saved.caps.inheritable,
+    })?;
+    let [ru, eu, su] = saved.uids;
+    let [rg, eg, sg] = saved.gids;
+    // SAFETY: raw credential system calls; `groups` is valid for its length.
+    unsafe {
+        sys(libc::syscall(libc::SYS_setresuid, ru, eu, su))?;
+        sys(libc::syscall(libc::SYS_setresgid, rg, eg, sg))?;
+        sys(libc::syscall(
+            libc::SYS_setgroups,
+            saved.groups.len(),
+            saved.groups.as_ptr(),
+        ))?;
+        sys(libc::syscall(
+            libc::SYS_prctl,
+            libc::PR_SET_KEEPCAPS,
+            saved.keep_caps,
+            0,
+            0,
+            0,
+        ))?;
+    }
+    capset(saved.caps)?;
+    let now = save()?;
+    if now.uids != saved.uids || now.gids != saved.gids || now.caps != saved.caps {
+        return Err(io::Error::other("credentials differ after restoring them"));
     }
     Ok(())
 }
