@@ -121,7 +121,7 @@ impl std::fmt::Display for GuardStatus {
         match &self.kernel {
             Ok(()) => writeln!(
                 f,
-                "  kernel: nf_tables inet, ct state, meta skuid, reject: ok"
+                "  kernel: nf_tables inet, ct state, meta skuid, reject, fib, meta set: ok"
             )?,
             Err(e) => writeln!(f, "  kernel: {e}")?,
         }
