@@ -524,25 +524,14 @@ fn frame(
             );
         }
     }
-    // SAFETY: zeroed sockaddr_ll, then filled; passed with its exact size.
+    // SAFETY: zeroed sockaddr_ll, then filled.
     let mut to: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     to.sll_family = libc::AF_PACKET as u16;
     to.sll_ifindex = ifindex as i32;
-    // SAFETY: the frame and `to` are valid for the lengths given.
-    let rc = unsafe {
-        libc::sendto(
-            socket.raw(),
-            bytes.as_ptr().cast(),
-            bytes.len(),
-            0,
-            (&to as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return errno_word(&std::io::Error::last_os_error());
+    match send_to_sockaddr(&socket, &bytes, &to) {
+        Ok(()) => "sent".into(),
+        Err(e) => errno_word(&e),
     }
-    "sent".into()
 }
 
 struct Fd(i32);
@@ -570,41 +559,36 @@ fn raw_socket(family: i32, kind: i32, proto: i32) -> std::io::Result<Fd> {
 }
 
 fn send_to(socket: &Fd, payload: &[u8], addr: IpAddr) -> std::io::Result<()> {
-    let rc = match addr {
+    match addr {
         IpAddr::V4(v4) => {
-            // SAFETY: zeroed sockaddr_in, then filled; passed with its exact size.
+            // SAFETY: zeroed sockaddr_in, then filled.
             let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
             sa.sin_family = libc::AF_INET as libc::sa_family_t;
             sa.sin_addr.s_addr = u32::from_ne_bytes(v4.octets());
-            // SAFETY: payload and sa are valid for the lengths given.
-            unsafe {
-                libc::sendto(
-                    socket.raw(),
-                    payload.as_ptr().cast(),
-                    payload.len(),
-                    0,
-                    (&sa as *const libc::sockaddr_in).cast(),
-                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                )
-            }
+            send_to_sockaddr(socket, payload, &sa)
         }
         IpAddr::V6(v6) => {
-            // SAFETY: zeroed sockaddr_in6, then filled; passed with its exact size.
+            // SAFETY: zeroed sockaddr_in6, then filled.
             let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
             sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
             sa.sin6_addr.s6_addr = v6.octets();
-            // SAFETY: payload and sa are valid for the lengths given.
-            unsafe {
-                libc::sendto(
-                    socket.raw(),
-                    payload.as_ptr().cast(),
-                    payload.len(),
-                    0,
-                    (&sa as *const libc::sockaddr_in6).cast(),
-                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-                )
-            }
+            send_to_sockaddr(socket, payload, &sa)
         }
+    }
+}
+
+/// sendto(2) with a socket address of type `A` (sockaddr_in, sockaddr_in6, sockaddr_ll).
+fn send_to_sockaddr<A>(socket: &Fd, payload: &[u8], addr: &A) -> std::io::Result<()> {
+    // SAFETY: payload and addr are valid for the lengths given.
+    let rc = unsafe {
+        libc::sendto(
+            socket.raw(),
+            payload.as_ptr().cast(),
+            payload.len(),
+            0,
+            (addr as *const A).cast(),
+            std::mem::size_of::<A>() as libc::socklen_t,
+        )
     };
     if rc < 0 {
         return Err(std::io::Error::last_os_error());
