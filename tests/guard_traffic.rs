@@ -7,7 +7,7 @@ mod guard_support;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use guard_support::probe::{self, Server, CONNECT_TIMEOUT_MS, REFUSAL_TIMEOUT_MS};
+use guard_support::probe::{self, FrameHow, Held, Server, CONNECT_TIMEOUT_MS, REFUSAL_TIMEOUT_MS};
 use guard_support::*;
 use serde_json::json;
 
@@ -217,21 +217,21 @@ fn raw_frames_leave_the_pod_only_from_the_proxy_uid() {
         (pod.address(false).expect("pod IPv4"), IpAddr::V4(WORLD_V4)),
         (pod.address(true).expect("pod IPv6"), IpAddr::V6(WORLD_V6)),
     ];
-    let send = |uid: u32, src: IpAddr, dst: IpAddr, tag: &str, bypass: bool| {
-        let action = probe::frame_action("eth0", &gateway, src, dst, sink.port, tag, bypass);
+    let send = |uid: u32, src: IpAddr, dst: IpAddr, tag: &str, how: FrameHow| {
+        let action = probe::frame_action("eth0", &gateway, src, dst, sink.port, tag, how);
         probe::run_with_net_raw(pod.path(), uid, &action)
     };
     for (src, dst) in routes {
-        for bypass in [false, true] {
+        for how in [FrameHow::Queued, FrameHow::Bypass, FrameHow::Dgram] {
             for uid in [OTHER_UID, 0] {
-                let refused = format!("uid{uid}-{dst}-{bypass}");
+                let refused = format!("uid{uid}-{dst}-{how:?}");
                 assert_eq!(
-                    send(uid, src, dst, &refused, bypass),
+                    send(uid, src, dst, &refused, how),
                     "enobufs",
                     "{refused}: the frame fence drops it at egress"
                 );
                 let marker = format!("proxy-after-{refused}");
-                assert_eq!(send(PROXY_UID, src, dst, &marker, bypass), "sent");
+                assert_eq!(send(PROXY_UID, src, dst, &marker, how), "sent");
                 assert!(sink.wait_for(&marker), "{marker} reached the world");
                 assert!(!sink.saw(&refused), "{refused} left the pod");
             }
@@ -245,7 +245,49 @@ fn raw_frames_leave_the_pod_only_from_the_proxy_uid() {
     let out = pod.nft(&["list", "table", "netdev", "weft_guard"]);
     assert!(!out.success(), "DEL removed the frame fence");
     let (src, dst) = routes[0];
-    assert_eq!(send(OTHER_UID, src, dst, "unfenced", true), "sent");
+    assert_eq!(
+        send(OTHER_UID, src, dst, "unfenced", FrameHow::Bypass),
+        "sent"
+    );
     assert!(sink.wait_for("unfenced"), "the probe frame is deliverable");
     chain.del(&pod.att, None).expect("DEL");
+}
+
+/// A socket that exists before the fence does not get around it: UID 1000, holding
+/// CAP_NET_RAW, opens its AF_PACKET socket (with `PACKET_QDISC_BYPASS`) before the guard's
+/// ADD and writes its frame after it; the frame fence drops it when it is sent.
+#[test]
+fn a_raw_socket_opened_before_the_fence_is_fenced_too() {
+    let lab = Lab::new("rb");
+    let sink = UdpSink::start(lab.world.path());
+    let pod = lab.pod("agent-early").with_annotations(opted_in(PROXY_UID));
+    // The bridge alone first: the pod has its address, and no fence yet.
+    let bridge = lab.chain("1.0.0", vec![lab.bridge(false)]);
+    let prev = bridge.add(&pod.att).expect("ADD bridge");
+    let gateway = lab.gateway_mac();
+    let (src, dst) = (pod.address(false).expect("pod IPv4"), IpAddr::V4(WORLD_V4));
+    let action =
+        |tag: &str, how| probe::frame_action("eth0", &gateway, src, dst, sink.port, tag, how);
+    let early = Held::start_with_net_raw(pod.path(), OTHER_UID, &action("early", FrameHow::Held));
+    // Now the guard, as the second plugin of the chain.
+    let guard = lab.run_guard(
+        "ADD",
+        Some(&pod),
+        &lab.guard_request("1.0.0", json!({}), &pod, Some(&prev)),
+        &[],
+    );
+    assert!(guard.success(), "{guard:#?}");
+    assert!(lab.has_frame_fence(&pod));
+    assert_eq!(
+        early.release(),
+        "enobufs",
+        "the early socket's frame is dropped"
+    );
+    let marker =
+        probe::run_with_net_raw(pod.path(), PROXY_UID, &action("marker", FrameHow::Bypass));
+    assert_eq!(marker, "sent");
+    assert!(sink.wait_for("marker"));
+    assert!(!sink.saw("early"), "the early socket's frame left the pod");
+    let full = lab.guarded_chain(false, json!({}));
+    full.del(&pod.att, None).expect("DEL");
 }

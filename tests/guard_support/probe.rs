@@ -41,15 +41,9 @@ pub fn entry() {
         ["raw", proto, addr] => raw(parse(proto), parse(addr)),
         ["nd6", addr] => nd6(parse(addr)),
         ["serve", port] => serve(parse(port)),
-        ["frame", dev, gw_mac, src, dst, port, tag, bypass] => frame(
-            dev,
-            gw_mac,
-            parse(src),
-            parse(dst),
-            parse(port),
-            tag,
-            *bypass == "bypass",
-        ),
+        ["frame", dev, gw_mac, src, dst, port, tag, how] => {
+            frame(dev, gw_mac, parse(src), parse(dst), parse(port), tag, how)
+        }
         _ => format!("error:bad-action:{action}"),
     };
     // A line of its own: libtest prints the test name on the same line first.
@@ -182,6 +176,31 @@ fn command(netns: &Path, uid: u32, action: &str) -> Command {
     cmd
 }
 
+/// How the frame probe writes its frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameHow {
+    /// AF_PACKET SOCK_RAW through the qdisc layer.
+    Queued,
+    /// AF_PACKET SOCK_RAW with `PACKET_QDISC_BYPASS`.
+    Bypass,
+    /// AF_PACKET SOCK_DGRAM (the kernel writes the Ethernet header) with the bypass.
+    Dgram,
+    /// SOCK_RAW with the bypass, the socket opened first: the probe prints `PROBE-READY`
+    /// and sends only once a line arrives on its stdin (see [`Held`]).
+    Held,
+}
+
+impl FrameHow {
+    fn word(self) -> &'static str {
+        match self {
+            FrameHow::Queued => "queue",
+            FrameHow::Bypass => "bypass",
+            FrameHow::Dgram => "dgram",
+            FrameHow::Held => "held",
+        }
+    }
+}
+
 /// A raw Ethernet frame carrying IPv4 or IPv6/UDP from `src` to `dst:port` through the
 /// gateway at `gw_mac`, written on `dev` with an AF_PACKET socket; `tag` is its payload.
 pub fn frame_action(
@@ -191,10 +210,70 @@ pub fn frame_action(
     dst: IpAddr,
     port: u16,
     tag: &str,
-    bypass: bool,
+    how: FrameHow,
 ) -> String {
-    let how = if bypass { "bypass" } else { "queue" };
-    format!("frame {dev} {gw_mac} {src} {dst} {port} {tag} {how}")
+    format!(
+        "frame {dev} {gw_mac} {src} {dst} {port} {tag} {}",
+        how.word()
+    )
+}
+
+/// A probe started with CAP_NET_RAW that has opened its socket and waits for [`Held::release`]
+/// to send (a socket that exists before the fence does).
+pub struct Held {
+    child: Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Held {
+    pub fn start_with_net_raw(netns: &Path, uid: u32, action: &str) -> Held {
+        let mut cmd = weft_testkit::cmd_in(netns, std::env::current_exe().expect("own executable"));
+        cmd.args(["probe_entry", "--exact", "--nocapture", "--test-threads=1"])
+            .env(ENV, action)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        // SAFETY: only async-signal-safe credential system calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || keep_net_raw_as(uid));
+        }
+        let mut child = cmd.spawn().expect("start the held probe");
+        let stdout = child.stdout.take().expect("probe stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) if line.starts_with(READY) => break,
+                Some(Ok(line)) if result_of(&line).is_some() => {
+                    panic!("held probe failed before sending: {line}")
+                }
+                Some(Ok(_)) => continue,
+                _ => panic!("held probe exited before opening its socket"),
+            }
+        }
+        Held { child, lines }
+    }
+
+    /// Lets the probe send, and returns its outcome.
+    pub fn release(mut self) -> String {
+        if let Some(stdin) = self.child.stdin.as_mut() {
+            let _ = stdin.write_all(b"go\n");
+        }
+        let outcome = self
+            .lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| result_of(&l))
+            .unwrap_or_else(|| "error:no-result".into());
+        let _ = self.child.wait();
+        outcome
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 pub fn tcp_action(addr: IpAddr, port: u16, timeout_ms: u64) -> String {
@@ -488,7 +567,7 @@ fn frame(
     dst: IpAddr,
     port: u16,
     tag: &str,
-    bypass: bool,
+    how: &str,
 ) -> String {
     let mut mac = [0u8; 6];
     for (slot, part) in mac.iter_mut().zip(gw_mac.split(':')) {
@@ -501,11 +580,17 @@ fn frame(
     if ifindex == 0 {
         return format!("error:no-device:{dev}");
     }
-    let socket = match raw_socket(libc::AF_PACKET, libc::SOCK_RAW, 0) {
+    let dgram = how == "dgram";
+    let kind = if dgram {
+        libc::SOCK_DGRAM
+    } else {
+        libc::SOCK_RAW
+    };
+    let socket = match raw_socket(libc::AF_PACKET, kind, 0) {
         Ok(s) => s,
         Err(e) => return format!("socket-{}", errno_word(&e)),
     };
-    if bypass {
+    if how != "queue" {
         let on: libc::c_int = 1;
         // SAFETY: an int option of the size given. PACKET_QDISC_BYPASS is 20.
         let rc = unsafe {
@@ -524,11 +609,26 @@ fn frame(
             );
         }
     }
+    if how == "held" {
+        println!("\n{READY}");
+        let _ = std::io::stdout().flush();
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+    }
     // SAFETY: zeroed sockaddr_ll, then filled.
     let mut to: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     to.sll_family = libc::AF_PACKET as u16;
     to.sll_ifindex = ifindex as i32;
-    match send_to_sockaddr(&socket, &bytes, &to) {
+    // SOCK_DGRAM: the kernel writes the Ethernet header from the address and protocol.
+    let payload = if dgram {
+        to.sll_protocol = u16::from_ne_bytes([bytes[12], bytes[13]]);
+        to.sll_halen = 6;
+        to.sll_addr[..6].copy_from_slice(&mac);
+        &bytes[14..]
+    } else {
+        &bytes[..]
+    };
+    match send_to_sockaddr(&socket, payload, &to) {
         Ok(()) => "sent".into(),
         Err(e) => errno_word(&e),
     }
