@@ -291,3 +291,35 @@ fn a_raw_socket_opened_before_the_fence_is_fenced_too() {
     let full = lab.guarded_chain(false, json!({}));
     full.del(&pod.att, None).expect("DEL");
 }
+
+/// Conntrack keeps a UDP flow for a while after its socket is gone, and SO_REUSEADDR lets
+/// any UID share a UDP port. Neither lets another UID ride the proxy's flow: the fence only
+/// takes established packets in the reply direction (answers to flows the world opened),
+/// so UID 1000 repeating the proxy's 5-tuple, with no capability at all, is refused.
+#[test]
+fn another_uid_cannot_reuse_the_proxys_udp_flow() {
+    let lab = Lab::new("ru");
+    let sink = UdpSink::start(lab.world.path());
+    let pod = lab.pod("agent-reuse").with_annotations(opted_in(PROXY_UID));
+    let chain = lab.guarded_chain(true, json!({}));
+    let result = chain.add(&pod.att).expect("ADD");
+    for (lport, world) in [(41000, IpAddr::V4(WORLD_V4)), (41001, IpAddr::V6(WORLD_V6))] {
+        let flow =
+            |tag: &str, wait: &str| format!("udp-from {lport} {world} {} {tag} {wait}", sink.port);
+        // The proxy talks to the world and gets its answer: conntrack holds the flow.
+        assert_eq!(
+            probe::run(pod.path(), PROXY_UID, &flow("proxy", "reply")),
+            "reply"
+        );
+        // Its socket is closed; the same 5-tuple from UID 1000 is still refused.
+        let tag = format!("reuse-{lport}");
+        assert_eq!(
+            probe::run(pod.path(), OTHER_UID, &flow(&tag, "noreply")),
+            "eperm",
+            "uid {OTHER_UID} from the proxy's port {lport} to {world}"
+        );
+        assert!(!sink.saw(&tag));
+    }
+    chain.check(&pod.att, &result).expect("CHECK");
+    chain.del(&pod.att, Some(&result)).expect("DEL");
+}

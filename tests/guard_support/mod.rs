@@ -408,8 +408,8 @@ pub fn ping_pong_from(netns: &Path, addr: IpAddr, port: u16) -> Result<(), Strin
     })
 }
 
-/// A UDP server inside a namespace that keeps the payload of every datagram it gets, on
-/// every address (IPv4 and IPv6), until dropped.
+/// A UDP server inside a namespace that keeps the payload of every datagram it gets, and
+/// echoes it back, on every address (IPv4 and IPv6), until dropped.
 pub struct UdpSink {
     pub port: u16,
     seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
@@ -432,7 +432,8 @@ impl UdpSink {
         let thread = std::thread::spawn(move || {
             let mut buf = [0u8; 512];
             while !flag.load(Ordering::Acquire) {
-                if let Ok((n, _)) = socket.recv_from(&mut buf) {
+                if let Ok((n, from)) = socket.recv_from(&mut buf) {
+                    let _ = socket.send_to(&buf[..n], from);
                     let text = String::from_utf8_lossy(&buf[..n]).into_owned();
                     if let Ok(mut list) = keep.lock() {
                         list.push(text);

@@ -40,6 +40,13 @@ pub fn entry() {
         ["icmp", addr] => icmp(parse(addr)),
         ["raw", proto, addr] => raw(parse(proto), parse(addr)),
         ["nd6", addr] => nd6(parse(addr)),
+        ["udp-from", lport, addr, port, tag, wait] => udp_from(
+            parse(lport),
+            parse(addr),
+            parse(port),
+            tag,
+            *wait == "reply",
+        ),
         ["serve", port] => serve(parse(port)),
         ["frame", dev, gw_mac, src, dst, port, tag, how] => {
             frame(dev, gw_mac, parse(src), parse(dst), parse(port), tag, how)
@@ -458,6 +465,111 @@ fn raw(proto: i32, addr: IpAddr) -> String {
         Ok(()) => "sent".into(),
         Err(e) => errno_word(&e),
     }
+}
+
+/// A UDP datagram carrying `tag` from local port `lport` (bound with SO_REUSEADDR) to
+/// `addr:port`; with `wait_reply`, waits for the answer (`reply`) so conntrack has seen
+/// both directions of the flow.
+fn udp_from(lport: u16, addr: IpAddr, port: u16, tag: &str, wait_reply: bool) -> String {
+    let family = if addr.is_ipv6() {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
+    let socket = match raw_socket(family, libc::SOCK_DGRAM, 0) {
+        Ok(s) => s,
+        Err(e) => return format!("socket-{}", errno_word(&e)),
+    };
+    let on: libc::c_int = 1;
+    // SAFETY: an int option of the size given.
+    unsafe {
+        libc::setsockopt(
+            socket.raw(),
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    let local = match addr {
+        IpAddr::V4(_) => std::net::SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, lport)),
+        IpAddr::V6(_) => std::net::SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, lport)),
+    };
+    let bound = match local {
+        std::net::SocketAddr::V4(v4) => {
+            // SAFETY: zeroed sockaddr_in, then filled.
+            let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            sa.sin_family = libc::AF_INET as libc::sa_family_t;
+            sa.sin_port = v4.port().to_be();
+            // SAFETY: sa is valid for its size.
+            unsafe {
+                libc::bind(
+                    socket.raw(),
+                    (&sa as *const libc::sockaddr_in).cast(),
+                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                )
+            }
+        }
+        std::net::SocketAddr::V6(v6) => {
+            // SAFETY: zeroed sockaddr_in6, then filled.
+            let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+            sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sa.sin6_port = v6.port().to_be();
+            // SAFETY: sa is valid for its size.
+            unsafe {
+                libc::bind(
+                    socket.raw(),
+                    (&sa as *const libc::sockaddr_in6).cast(),
+                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+                )
+            }
+        }
+    };
+    if bound != 0 {
+        return format!("bind-{}", errno_word(&std::io::Error::last_os_error()));
+    }
+    let sent = match addr {
+        IpAddr::V4(v4) => {
+            // SAFETY: zeroed sockaddr_in, then filled.
+            let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            sa.sin_family = libc::AF_INET as libc::sa_family_t;
+            sa.sin_port = port.to_be();
+            sa.sin_addr.s_addr = u32::from_ne_bytes(v4.octets());
+            send_to_sockaddr(&socket, tag.as_bytes(), &sa)
+        }
+        IpAddr::V6(v6) => {
+            // SAFETY: zeroed sockaddr_in6, then filled.
+            let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+            sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sa.sin6_port = port.to_be();
+            sa.sin6_addr.s6_addr = v6.octets();
+            send_to_sockaddr(&socket, tag.as_bytes(), &sa)
+        }
+    };
+    if let Err(e) = sent {
+        return errno_word(&e);
+    }
+    if !wait_reply {
+        return "sent".into();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut buf = [0u8; 256];
+    while Instant::now() < deadline {
+        // SAFETY: buf is writable for its length; MSG_DONTWAIT never blocks.
+        let n = unsafe {
+            libc::recv(
+                socket.raw(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n > 0 {
+            return "reply".into();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    "timeout".into()
 }
 
 /// An ICMPv6 neighbour solicitation written on a raw socket (CAP_NET_RAW) to a unicast

@@ -131,6 +131,7 @@ fn meta_name(key: MetaKey) -> String {
 fn ct_name(key: CtKey) -> String {
     match key {
         CtKey::State => "ct state".into(),
+        CtKey::Direction => "ct direction".into(),
         other => format!("ct key {}", other.number()),
     }
 }
@@ -202,6 +203,11 @@ fn value_text(what: &str, data: &[u8], mask: Option<&[u8]>) -> String {
         "ip saddr" | "ip daddr" => address(data, 4, mask),
         "ip6 saddr" | "ip6 daddr" => address(data, 16, mask),
         "icmp(v6) type" if data.len() == 1 => data[0].to_string(),
+        "ct direction" if data.len() == 1 => match data[0] {
+            0 => "original".into(),
+            1 => "reply".into(),
+            n => n.to_string(),
+        },
         _ => format!("0x{}", hex(data)),
     }
 }
@@ -321,7 +327,10 @@ mod tests {
         let spec = ruleset::canonical(&contract).unwrap();
         let text: Vec<String> = spec.chains[0].rules.iter().map(rule).collect();
         assert_eq!(text[0], "oifname \"lo\" accept");
-        assert_eq!(text[1], "ct state established,related accept");
+        assert_eq!(
+            text[1],
+            "ct state established,related ct direction reply accept"
+        );
         assert_eq!(text[2], "meta skuid 1337 accept");
         assert_eq!(text[3], "meta nfproto ipv4 ip daddr 10.96.0.10 accept");
         assert_eq!(text[4], "meta nfproto ipv4 ip daddr 10.96.0.0/12 accept");

@@ -5,7 +5,7 @@
 //!   chain output {
 //!     type filter hook output priority -190; policy drop;
 //!     oifname "lo" accept
-//!     ct state established,related accept
+//!     ct state established,related ct direction reply accept
 //!     meta skuid <proxy uid> accept
 //!     ip daddr <allowed> accept / ip6 daddr <allowed> accept     (one per CIDR)
 //!     counter meta l4proto icmpv6 meta skuid != <proxy uid> reject with icmpx admin-prohibited
@@ -26,6 +26,11 @@
 //!   protocol an ICMP error, and the sender's `send` fails with EPERM, so no client hangs.
 //!   The `drop` policy is never reached; it is there so a table emptied by someone else
 //!   still refuses.
+//! - established flows, reply direction only: a server in the pod answers the connections
+//!   the world opened, whatever its UID. The pod's own direction of a flow is the proxy's
+//!   (its UID rule) or goes to an allowed CIDR: an established rule for that direction would
+//!   let any UID repeat the 5-tuple of a proxy flow (a UDP port the proxy just closed, or
+//!   shares with SO_REUSEADDR) and be taken for the proxy.
 //! - ND and MLD: the kernel sends them (no socket owner) for the pod's own IPv6 to work.
 //!   Only those: the rule before them refuses ICMPv6 from any user socket but the proxy's
 //!   (a raw ICMPv6 socket could otherwise send anything typed as ND to any address). A
@@ -58,6 +63,9 @@ pub const ICMPV6_ALLOWED: [u8; 5] = [
     icmpv6::MLD_LISTENER_REPORT,
     icmpv6::MLD2_LISTENER_REPORT,
 ];
+
+/// `IP_CT_DIR_REPLY`: the direction of a flow's answers.
+const IP_CT_DIR_REPLY: u8 = 1;
 
 /// Index of the `meta skuid` rule in the chain (after loopback and conntrack).
 pub const SKUID_RULE_INDEX: usize = 2;
@@ -102,6 +110,15 @@ pub fn canonical(contract: &Contract) -> Result<TableSpec, GuardError> {
         build(
             inet()
                 .match_ct_state(&[CtState::Established, CtState::Related])
+                .expr(weft_nft::Expr::Ct {
+                    key: weft_nft::CtKey::Direction,
+                    dreg: weft_nft::Register::R1,
+                })
+                .expr(weft_nft::Expr::Cmp {
+                    op: weft_nft::CmpOp::Eq,
+                    sreg: weft_nft::Register::R1,
+                    data: vec![IP_CT_DIR_REPLY],
+                })
                 .accept(),
         )?,
         build(inet().match_skuid(contract.proxy_uid).accept())?,
