@@ -15,7 +15,7 @@ fn btf_types() -> HashMap<u64, Value> {
         "{}-guard_lsm.bpf.o",
         weft_testkit::unique_name("lsm")
     ));
-    std::fs::write(&path, weft_datapath::guard_lsm_object()).expect("write object");
+    std::fs::write(&path, weft_datapath::GUARD_LSM).expect("write object");
     let out = Command::new("bpftool")
         .args(["btf", "dump", "file"])
         .arg(&path)
