@@ -19,8 +19,12 @@ fn probe_entry() {
 }
 
 fn serving(pod_name: &str, annotations: Map<String, Value>) -> Behaviour {
+    serving_spec(pod_name, annotations, fake_api::hardened_spec(PROXY_UID))
+}
+
+fn serving_spec(pod_name: &str, annotations: Map<String, Value>, spec: Value) -> Behaviour {
     let mut pods = HashMap::new();
-    pods.insert(format!("{POD_NAMESPACE}/{pod_name}"), annotations);
+    pods.insert(format!("{POD_NAMESPACE}/{pod_name}"), (annotations, spec));
     Behaviour::Pods(pods)
 }
 
@@ -256,4 +260,115 @@ fn invalid_contracts_through_runtime_config_fail_closed() {
     let result = chain.add(&pod.att).expect("ADD with a root proxy allowed");
     assert!(udp_refused(&pod), "uid 1000 is still fenced");
     chain.del(&pod.att, Some(&result)).expect("DEL");
+}
+
+/// The node has no BPF LSM that confines the pod's processes, so a pod whose containers
+/// could go around the fence (raw frames, the proxy's identity) is refused, naming the
+/// container, what it holds and what to change; nothing is left behind.
+#[test]
+fn pods_whose_containers_can_leave_the_fence_are_refused() {
+    let lab = Lab::new("ap");
+    let spec = fake_api::hardened_spec;
+    let agent = "/containers/0/securityContext";
+    let cases: [(&str, Value, &str); 7] = [
+        (
+            "/containers/0/securityContext/capabilities",
+            json!({"drop": ["CHOWN"]}),
+            "keeps CAP_NET_RAW",
+        ),
+        (
+            "/containers/0/securityContext/capabilities",
+            json!({"add": ["NET_ADMIN"], "drop": ["ALL"]}),
+            "adds capability NET_ADMIN",
+        ),
+        (
+            "/containers/0/securityContext/runAsUser",
+            json!(0),
+            "runs as root",
+        ),
+        ("/securityContext", json!({}), "sets no runAsUser"),
+        (
+            "/containers/0/securityContext/allowPrivilegeEscalation",
+            json!(true),
+            "may gain privileges",
+        ),
+        (
+            "/containers/0/securityContext/privileged",
+            json!(true),
+            "is privileged",
+        ),
+        ("/hostNetwork", json!(true), "hostNetwork"),
+    ];
+    for (pointer, value, words) in cases {
+        let mut bad = spec(PROXY_UID);
+        let (parent, key) = pointer.rsplit_once('/').expect("pointer");
+        bad.pointer_mut(parent).expect("parent")[key] = value.clone();
+        let api = FakeApi::start(
+            lab.node.path(),
+            serving_spec("leaky", opted_in(PROXY_UID), bad),
+        );
+        let guard =
+            json!({"kubeconfig": api.kubeconfig(lab.dir.path()), "namespaces": [POD_NAMESPACE]});
+        let pod = lab.pod("leaky");
+        let (code, msg) = add_fails(&lab, &pod, guard);
+        assert_eq!(code, 7, "{pointer}={value}: {msg}");
+        assert!(
+            msg.contains(words) && msg.contains("no BPF LSM"),
+            "{pointer}={value}: {msg}"
+        );
+        if pointer.starts_with(agent) {
+            assert!(msg.contains("container \"agent\""), "{msg}");
+        }
+    }
+
+    // A pod fenced while its spec was safe fails CHECK once the spec reads otherwise
+    // (an API server answering for the same pod with another spec).
+    let good = FakeApi::start(lab.node.path(), serving("later", opted_in(PROXY_UID)));
+    let pod = lab.pod("later");
+    let chain = lab.guarded_chain(
+        false,
+        json!({"kubeconfig": good.kubeconfig(lab.dir.path()), "namespaces": [POD_NAMESPACE]}),
+    );
+    let result = chain.add(&pod.att).expect("ADD of a hardened pod");
+    let mut root = spec(PROXY_UID);
+    root["securityContext"]["runAsUser"] = json!(0);
+    let bad = FakeApi::start(
+        lab.node.path(),
+        serving_spec("later", opted_in(PROXY_UID), root),
+    );
+    let changed_dir = TempDir::new("apk");
+    let changed = lab.guarded_chain(
+        false,
+        json!({"kubeconfig": bad.kubeconfig(changed_dir.path()), "namespaces": [POD_NAMESPACE]}),
+    );
+    match changed.check(&pod.att, &result) {
+        Err(ChainError::Plugin { error, .. }) => {
+            assert_eq!(error.code, 100, "{}", error.msg);
+            assert!(error.msg.contains("runs as root"), "{}", error.msg);
+        }
+        other => panic!("CHECK of a pod that runs as root: {other:?}"),
+    }
+    chain.del(&pod.att, Some(&result)).expect("DEL");
+}
+
+/// Annotations through runtimeConfig carry no spec: without the netconf's statement that
+/// admission guarantees it, the pod is refused (and no API call is made for it).
+#[test]
+fn runtime_config_without_a_guarantee_is_refused() {
+    let lab = Lab::new("ag");
+    let api = FakeApi::start(lab.node.path(), serving("fast", opted_in(PROXY_UID)));
+    let pod = lab.pod("fast").with_annotations(opted_in(PROXY_UID));
+    let guard = json!({"podSecurityGuarantee": null,
+                       "kubeconfig": api.kubeconfig(lab.dir.path()), "namespaces": [POD_NAMESPACE]});
+    let (code, msg) = add_fails(&lab, &pod, guard);
+    assert_eq!(code, 7, "{msg}");
+    assert!(
+        msg.contains("runtimeConfig")
+            && msg.contains("\"podSecurityGuarantee\": \"admission-policy\""),
+        "{msg}"
+    );
+    assert_eq!(api.requests(), 0);
+    let (code, msg) = add_fails(&lab, &pod, json!({"podSecurityGuarantee": "trust-me"}));
+    assert_eq!(code, 7, "{msg}");
+    assert!(msg.contains("podSecurityGuarantee"), "{msg}");
 }

@@ -185,3 +185,63 @@ fn not_opted_in_pod_passes_check_without_a_fence() {
     chain.check(&pod.att, &result).expect("CHECK");
     chain.del(&pod.att, Some(&result)).expect("DEL");
 }
+
+/// Removing the frame fence (as a CAP_NET_ADMIN holder could) leaves raw frames free: CHECK
+/// names it.
+#[test]
+fn deleted_frame_fence_is_named() {
+    let outcome = check_after("tr", |pod| {
+        pod.nft_ok(&["delete", "table", "netdev", "weft_guard"]);
+    });
+    assert_names(outcome, &["table netdev weft_guard is missing"]);
+}
+
+/// Without the stamping chain nothing the fence accepts is stamped, and the frame fence
+/// would drop the pod's own allowed traffic while the fence looked intact.
+#[test]
+fn deleted_stamp_chain_is_named() {
+    let outcome = check_after("tp", |pod| {
+        pod.nft_ok(&["delete", "chain", "inet", "weft_guard", "stamp"]);
+    });
+    assert_names(
+        outcome,
+        &["chain stamp is missing from table inet weft_guard"],
+    );
+}
+
+/// A rule that lets frames through ahead of the drop, and a device the frame fence does not
+/// cover (one added after ADD), are both named.
+#[test]
+fn frame_fence_gaps_are_named() {
+    let outcome = check_after("tg", |pod| {
+        pod.nft_ok(&["insert", "rule", "netdev", "weft_guard", "egress", "accept"]);
+    });
+    assert_names(
+        outcome,
+        &["chain egress: rule #1 `accept` is not part of the fence"],
+    );
+    let outcome = check_after("td", |pod| {
+        pod.ns.ip(&[
+            "link", "add", "weftv0", "type", "veth", "peer", "name", "weftv1",
+        ]);
+    });
+    assert_names(
+        outcome,
+        &["devices = { eth0, weftv0, weftv1 }", "devices = { eth0 }"],
+    );
+    let outcome = check_after("te", |pod| {
+        pod.nft_ok(&["add", "table", "netdev", "weftearly"]);
+        pod.nft_ok(&[
+            "add",
+            "chain",
+            "netdev",
+            "weftearly",
+            "e",
+            "{ type filter hook egress device eth0 priority -500; policy accept; }",
+        ]);
+    });
+    assert_names(
+        outcome,
+        &["chain netdev weftearly e hooks egress of eth0 at priority -500"],
+    );
+}

@@ -67,7 +67,9 @@ fn gc_removes_fences_of_attachments_no_longer_valid() {
     let reply = lab.run_guard("GC", None, &gc_request(&lab, Some(&[&keep])), &[]);
     assert!(reply.success(), "{reply:#?}");
     assert!(lab.has_fence(&keep), "a valid attachment keeps its fence");
+    assert!(lab.has_frame_fence(&keep), "and its frame fence");
     assert!(!lab.has_fence(&stale), "a stale attachment loses its fence");
+    assert!(!lab.has_frame_fence(&stale), "and its frame fence");
     assert_eq!(
         state_records(&lab),
         vec![format!("{}:eth0.json", keep.att.container_id)]

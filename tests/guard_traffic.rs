@@ -7,7 +7,7 @@ mod guard_support;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use guard_support::probe::{self, Server, CONNECT_TIMEOUT_MS, REFUSAL_TIMEOUT_MS};
+use guard_support::probe::{self, FrameHow, Held, Server, CONNECT_TIMEOUT_MS, REFUSAL_TIMEOUT_MS};
 use guard_support::*;
 use serde_json::json;
 
@@ -90,6 +90,16 @@ fn dual_stack_pod_is_fenced_to_its_proxy_uid() {
                 "raw {proto} {addr}"
             );
         }
+    }
+
+    // ICMPv6 typed as neighbour discovery from a user socket is refused too (only the
+    // kernel's own ND, which has no socket owner, passes); the proxy's passes.
+    for (uid, expected) in [(OTHER_UID, "eperm"), (0, "eperm"), (PROXY_UID, "sent")] {
+        assert_eq!(
+            probe::run_with_net_raw(pod.path(), uid, &format!("nd6 {v6}")),
+            expected,
+            "uid {uid} raw ND to {v6}"
+        );
     }
 
     // Loopback works for every UID.
@@ -187,4 +197,129 @@ fn ipv4_only_pod_is_fenced_for_ipv6_too() {
         probe::run(pod.path(), PROXY_UID, &format!("udp {v6} 53")),
         "sent"
     );
+}
+
+/// The bypass the frame fence closes: a process that keeps CAP_NET_RAW writes a hand-made
+/// Ethernet frame (IPv4 or IPv6, UDP to the world) on an AF_PACKET socket, queued or with
+/// `PACKET_QDISC_BYPASS`. From UID 1000 or root it never leaves the pod (the send fails with
+/// ENOBUFS); the same frame from the proxy UID reaches the world, which shows the frame
+/// itself is deliverable. Each refused frame is followed by a proxy frame on the same path,
+/// so once that one has arrived the refused one can no longer be on its way.
+#[test]
+fn raw_frames_leave_the_pod_only_from_the_proxy_uid() {
+    let lab = Lab::new("rf");
+    let sink = UdpSink::start(lab.world.path());
+    let pod = lab.pod("agent-raw").with_annotations(opted_in(PROXY_UID));
+    let chain = lab.guarded_chain(true, json!({}));
+    let result = chain.add(&pod.att).expect("ADD bridge + guard");
+    let gateway = lab.gateway_mac();
+    let routes = [
+        (pod.address(false).expect("pod IPv4"), IpAddr::V4(WORLD_V4)),
+        (pod.address(true).expect("pod IPv6"), IpAddr::V6(WORLD_V6)),
+    ];
+    let send = |uid: u32, src: IpAddr, dst: IpAddr, tag: &str, how: FrameHow| {
+        let action = probe::frame_action("eth0", &gateway, src, dst, sink.port, tag, how);
+        probe::run_with_net_raw(pod.path(), uid, &action)
+    };
+    for (src, dst) in routes {
+        for how in [FrameHow::Queued, FrameHow::Bypass, FrameHow::Dgram] {
+            for uid in [OTHER_UID, 0] {
+                let refused = format!("uid{uid}-{dst}-{how:?}");
+                assert_eq!(
+                    send(uid, src, dst, &refused, how),
+                    "enobufs",
+                    "{refused}: the frame fence drops it at egress"
+                );
+                let marker = format!("proxy-after-{refused}");
+                assert_eq!(send(PROXY_UID, src, dst, &marker, how), "sent");
+                assert!(sink.wait_for(&marker), "{marker} reached the world");
+                assert!(!sink.saw(&refused), "{refused} left the pod");
+            }
+        }
+    }
+    chain.check(&pod.att, &result).expect("CHECK");
+    // DEL of the guard alone (the bridge stays) removes the frame fence too, and then the
+    // same frame from UID 1000 leaves: the test would see a bypass.
+    let guard_only = lab.chain("1.0.0", vec![lab.guard(json!({}))]);
+    guard_only.del(&pod.att, Some(&result)).expect("DEL guard");
+    let out = pod.nft(&["list", "table", "netdev", "weft_guard"]);
+    assert!(!out.success(), "DEL removed the frame fence");
+    let (src, dst) = routes[0];
+    assert_eq!(
+        send(OTHER_UID, src, dst, "unfenced", FrameHow::Bypass),
+        "sent"
+    );
+    assert!(sink.wait_for("unfenced"), "the probe frame is deliverable");
+    chain.del(&pod.att, None).expect("DEL");
+}
+
+/// A socket that exists before the fence does not get around it: UID 1000, holding
+/// CAP_NET_RAW, opens its AF_PACKET socket (with `PACKET_QDISC_BYPASS`) before the guard's
+/// ADD and writes its frame after it; the frame fence drops it when it is sent.
+#[test]
+fn a_raw_socket_opened_before_the_fence_is_fenced_too() {
+    let lab = Lab::new("rb");
+    let sink = UdpSink::start(lab.world.path());
+    let pod = lab.pod("agent-early").with_annotations(opted_in(PROXY_UID));
+    // The bridge alone first: the pod has its address, and no fence yet.
+    let bridge = lab.chain("1.0.0", vec![lab.bridge(false)]);
+    let prev = bridge.add(&pod.att).expect("ADD bridge");
+    let gateway = lab.gateway_mac();
+    let (src, dst) = (pod.address(false).expect("pod IPv4"), IpAddr::V4(WORLD_V4));
+    let action =
+        |tag: &str, how| probe::frame_action("eth0", &gateway, src, dst, sink.port, tag, how);
+    let early = Held::start_with_net_raw(pod.path(), OTHER_UID, &action("early", FrameHow::Held));
+    // Now the guard, as the second plugin of the chain.
+    let guard = lab.run_guard(
+        "ADD",
+        Some(&pod),
+        &lab.guard_request("1.0.0", json!({}), &pod, Some(&prev)),
+        &[],
+    );
+    assert!(guard.success(), "{guard:#?}");
+    assert!(lab.has_frame_fence(&pod));
+    assert_eq!(
+        early.release(),
+        "enobufs",
+        "the early socket's frame is dropped"
+    );
+    let marker =
+        probe::run_with_net_raw(pod.path(), PROXY_UID, &action("marker", FrameHow::Bypass));
+    assert_eq!(marker, "sent");
+    assert!(sink.wait_for("marker"));
+    assert!(!sink.saw("early"), "the early socket's frame left the pod");
+    let full = lab.guarded_chain(false, json!({}));
+    full.del(&pod.att, None).expect("DEL");
+}
+
+/// Conntrack keeps a UDP flow for a while after its socket is gone, and SO_REUSEADDR lets
+/// any UID share a UDP port. Neither lets another UID ride the proxy's flow: the fence only
+/// takes established packets in the reply direction (answers to flows the world opened),
+/// so UID 1000 repeating the proxy's 5-tuple, with no capability at all, is refused.
+#[test]
+fn another_uid_cannot_reuse_the_proxys_udp_flow() {
+    let lab = Lab::new("ru");
+    let sink = UdpSink::start(lab.world.path());
+    let pod = lab.pod("agent-reuse").with_annotations(opted_in(PROXY_UID));
+    let chain = lab.guarded_chain(true, json!({}));
+    let result = chain.add(&pod.att).expect("ADD");
+    for (lport, world) in [(41000, IpAddr::V4(WORLD_V4)), (41001, IpAddr::V6(WORLD_V6))] {
+        let flow =
+            |tag: &str, wait: &str| format!("udp-from {lport} {world} {} {tag} {wait}", sink.port);
+        // The proxy talks to the world and gets its answer: conntrack holds the flow.
+        assert_eq!(
+            probe::run(pod.path(), PROXY_UID, &flow("proxy", "reply")),
+            "reply"
+        );
+        // Its socket is closed; the same 5-tuple from UID 1000 is still refused.
+        let tag = format!("reuse-{lport}");
+        assert_eq!(
+            probe::run(pod.path(), OTHER_UID, &flow(&tag, "noreply")),
+            "eperm",
+            "uid {OTHER_UID} from the proxy's port {lport} to {world}"
+        );
+        assert!(!sink.saw(&tag));
+    }
+    chain.check(&pod.att, &result).expect("CHECK");
+    chain.del(&pod.att, Some(&result)).expect("DEL");
 }

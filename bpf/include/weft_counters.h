@@ -5,12 +5,22 @@
 
 #include <linux/pkt_cls.h>
 
-#include "weft_maps.h"
+#include "maps/counters.h"
+#include "maps/events.h"
 
 static __always_inline void weft_count(enum weft_counter what)
 {
 	__u32 key = what;
 	__u64 *value = bpf_map_lookup_elem(&weft_counters, &key);
+
+	if (value)
+		*value += 1;
+}
+
+static __always_inline void weft_event(enum weft_event what)
+{
+	__u32 key = what;
+	__u64 *value = bpf_map_lookup_elem(&weft_events, &key);
 
 	if (value)
 		*value += 1;

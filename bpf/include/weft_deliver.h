@@ -8,7 +8,9 @@
 #include <linux/pkt_cls.h>
 
 #include "weft_counters.h"
-#include "weft_maps.h"
+#include "maps/config.h"
+#include "maps/endpoints.h"
+#include "maps/routes.h"
 
 /*
  * Hands the frame straight to the pod's eth0, skipping the node's stack and the

@@ -108,6 +108,7 @@ pub fn measure(args: &Args) -> anyhow::Result<Report> {
     });
     let guard = json!({
         "type": "weft-guard", "stateDir": scratch.dir.join("guard"),
+        "podSecurityGuarantee": "admission-policy",
         "capabilities": {"io.kubernetes.cri.pod-annotations": true}
     });
     let chain = |plugins: Vec<Value>| -> anyhow::Result<Chain> {

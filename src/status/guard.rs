@@ -40,6 +40,8 @@ pub struct GuardStatus {
     pub binary: Result<(PathBuf, String), String>,
     /// The kernel self-test.
     pub kernel: Result<(), String>,
+    /// How the node confines a fenced pod's processes beyond the fence.
+    pub mode: weft_guard::selftest::Mode,
 }
 
 impl GuardStatus {
@@ -65,6 +67,10 @@ pub fn check(options: &Options) -> GuardStatus {
         unreadable: scan.unreadable,
         binary: super::cni::check_binary(&options.bin_dirs, GUARD_TYPE),
         kernel: weft_guard::selftest::kernel_features().map_err(|e| e.to_string()),
+        mode: weft_guard::selftest::Mode::of_node(std::path::Path::new(
+            weft_guard::selftest::LSM_LIST,
+        ))
+        .with_program_probe(),
     }
 }
 
@@ -113,12 +119,13 @@ impl std::fmt::Display for GuardStatus {
             Err(e) => writeln!(f, "  plugin binary: {e}")?,
         }
         match &self.kernel {
-            Ok(()) => write!(
+            Ok(()) => writeln!(
                 f,
-                "  kernel: nf_tables inet, ct state, meta skuid, reject: ok"
-            ),
-            Err(e) => write!(f, "  kernel: {e}"),
+                "  kernel: nf_tables inet, ct state, meta skuid, reject, fib, meta set: ok"
+            )?,
+            Err(e) => writeln!(f, "  kernel: {e}")?,
         }
+        write!(f, "  mode: {}", self.mode)
     }
 }
 
@@ -159,10 +166,17 @@ mod tests {
             unreadable,
             binary: Err("not found".into()),
             kernel: Ok(()),
+            mode: weft_guard::selftest::Mode::of_node(&dir.join("no-securityfs")),
         };
         assert!(status.in_active_config());
         assert!(!status.healthy());
-        assert!(status.to_string().contains("chained in"));
+        let shown = status.to_string();
+        assert!(shown.contains("chained in"));
+        assert!(shown.contains("mode: fail-closed"), "{shown}");
+        assert!(shown.contains("securityfs is not mounted"), "{shown}");
+        std::fs::write(dir.join("lsm"), "lockdown,capability,landlock,bpf\n").unwrap();
+        let listed = weft_guard::selftest::Mode::of_node(&dir.join("lsm"));
+        assert_eq!(listed.bpf_lsm_listed, Ok(true));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

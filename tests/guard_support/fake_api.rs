@@ -19,8 +19,8 @@ pub const TOKEN: &str = "weft-test-token";
 /// How the server answers.
 #[derive(Debug, Clone)]
 pub enum Behaviour {
-    /// Serve these pods (`"<ns>/<name>"` -> annotations); others are 404.
-    Pods(HashMap<String, Map<String, Value>>),
+    /// Serve these pods (`"<ns>/<name>"` -> annotations, spec); others are 404.
+    Pods(HashMap<String, (Map<String, Value>, Value)>),
     /// Answer every request with this status and a Status object.
     Status(u16),
     /// Read the request and never answer.
@@ -146,7 +146,7 @@ fn handle(
         }
         Behaviour::Pods(pods) => {
             match pod_of(&path).and_then(|key| pods.get(&key).map(|a| (key, a))) {
-                Some((key, annotations)) => (200, pod_object(&key, annotations)),
+                Some((key, (annotations, spec))) => (200, pod_object(&key, annotations, spec)),
                 None => (404, status_object(404, "pods not found")),
             }
         }
@@ -168,8 +168,25 @@ fn pod_of(path: &str) -> Option<String> {
     Some(format!("{ns}/{name}"))
 }
 
+/// The spec of a sandbox pod the guard accepts: an agent container as UID 1000 that drops
+/// every capability and cannot escalate, and its proxy as `proxy_uid`.
+pub fn hardened_spec(proxy_uid: u32) -> Value {
+    json!({
+        "securityContext": {"runAsUser": 1000, "runAsNonRoot": true},
+        "containers": [
+            {"name": "agent", "image": "sandbox:latest",
+             "securityContext": {"allowPrivilegeEscalation": false,
+                                 "capabilities": {"drop": ["ALL"]}}},
+            {"name": "proxy", "image": "proxy:latest",
+             "securityContext": {"runAsUser": proxy_uid, "allowPrivilegeEscalation": false,
+                                 "capabilities": {"drop": ["ALL"]}}}
+        ],
+        "nodeName": "node-1"
+    })
+}
+
 /// A Pod object as the API server returns it (trimmed, but real in shape).
-fn pod_object(key: &str, annotations: &Map<String, Value>) -> Value {
+fn pod_object(key: &str, annotations: &Map<String, Value>, spec: &Value) -> Value {
     let (ns, name) = key.split_once('/').unwrap_or(("default", key));
     json!({
         "kind": "Pod", "apiVersion": "v1",
@@ -178,7 +195,7 @@ fn pod_object(key: &str, annotations: &Map<String, Value>) -> Value {
             "resourceVersion": "12345", "creationTimestamp": "2026-01-01T00:00:00Z",
             "labels": {"app": "sandbox"}, "annotations": annotations
         },
-        "spec": {"containers": [{"name": "agent", "image": "sandbox:latest"}], "nodeName": "node-1"},
+        "spec": spec,
         "status": {"phase": "Pending"}
     })
 }

@@ -163,12 +163,15 @@ impl Lab {
         })
     }
 
-    /// The guard's plugin object: its state dir here, annotations capability on, plus `extra`.
+    /// The guard's plugin object: its state dir here, annotations capability on, and the
+    /// statement that admission guarantees pod specs (the probes here are processes the
+    /// test starts, not containers), plus `extra`.
     pub fn guard(&self, extra: Value) -> Value {
         let mut conf = json!({
             "type": "weft-guard",
             "stateDir": self.state_dir(),
             "capabilities": {ANNOTATIONS_CAPABILITY: true},
+            "podSecurityGuarantee": "admission-policy",
         });
         if let (Some(conf), Some(extra)) = (conf.as_object_mut(), extra.as_object()) {
             conf.extend(extra.clone());
@@ -262,6 +265,12 @@ impl Lab {
     /// Whether the guard's table exists in `pod`'s namespace (asked of `nft`).
     pub fn has_fence(&self, pod: &Pod) -> bool {
         pod.nft(&["list", "table", "inet", "weft_guard"]).success()
+    }
+
+    /// Whether the guard's frame fence (table netdev weft_guard) exists in `pod`'s namespace.
+    pub fn has_frame_fence(&self, pod: &Pod) -> bool {
+        pod.nft(&["list", "table", "netdev", "weft_guard"])
+            .success()
     }
 }
 
@@ -397,4 +406,89 @@ pub fn ping_pong_from(netns: &Path, addr: IpAddr, port: u16) -> Result<(), Strin
             Err(format!("answer {buf:?}"))
         }
     })
+}
+
+/// A UDP server inside a namespace that keeps the payload of every datagram it gets, and
+/// echoes it back, on every address (IPv4 and IPv6), until dropped.
+pub struct UdpSink {
+    pub port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl UdpSink {
+    pub fn start(netns: &Path) -> UdpSink {
+        let socket = in_netns(netns, || {
+            std::net::UdpSocket::bind("[::]:0").expect("bind the UDP sink")
+        });
+        socket
+            .set_read_timeout(Some(std::time::Duration::from_millis(20)))
+            .expect("read timeout");
+        let port = socket.local_addr().expect("addr").port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (keep, flag) = (seen.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            while !flag.load(Ordering::Acquire) {
+                if let Ok((n, from)) = socket.recv_from(&mut buf) {
+                    let _ = socket.send_to(&buf[..n], from);
+                    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    if let Ok(mut list) = keep.lock() {
+                        list.push(text);
+                    }
+                }
+            }
+        });
+        UdpSink {
+            port,
+            seen,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Whether a datagram with this payload arrived.
+    pub fn saw(&self, payload: &str) -> bool {
+        self.seen
+            .lock()
+            .map(|l| l.iter().any(|p| p == payload))
+            .unwrap_or(false)
+    }
+
+    /// Waits (up to 10 s, so a loaded machine does not fail the test) for `payload`.
+    pub fn wait_for(&self, payload: &str) -> bool {
+        for _ in 0..1000 {
+            if self.saw(payload) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        false
+    }
+}
+
+impl Drop for UdpSink {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Lab {
+    /// The MAC address of the pods' gateway (Debian bridge's `weftbr0` in the node).
+    pub fn gateway_mac(&self) -> String {
+        let out = self
+            .node
+            .exec_ok("ip", &["-j", "link", "show", "weftbr0"])
+            .stdout;
+        let links: Value = serde_json::from_str(&out).expect("ip -j link");
+        links[0]["address"]
+            .as_str()
+            .expect("bridge MAC")
+            .to_string()
+    }
 }

@@ -103,6 +103,28 @@ pub enum Error {
     #[error("{var}={value:?}: expected one of auto, tcx, clsact")]
     InvalidAttachMode { var: &'static str, value: String },
 
+    #[error(
+        "the embedded object of {program} defines map {name}, which weft-datapath does not \
+         know (add it to layout::MAPS; build problem)"
+    )]
+    UnknownMap { program: Program, name: String },
+
+    #[error("program {program}: not supported: {what}")]
+    Unsupported {
+        program: Program,
+        what: &'static str,
+    },
+
+    #[error("map {map}: {entries} entries is not a size (at least 1)")]
+    InvalidSize { map: &'static str, entries: u32 },
+
+    #[error("service frontend {frontend}: {field}: {reason}")]
+    InvalidService {
+        frontend: String,
+        field: &'static str,
+        reason: String,
+    },
+
     #[error("pin root {path}: {reason}")]
     InvalidPinRoot { path: PathBuf, reason: &'static str },
 }

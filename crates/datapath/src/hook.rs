@@ -1,5 +1,5 @@
-//! One ingress hook of weft's (a pod veth or the VXLAN device) across both attach
-//! mechanisms: a pinned TCX link or a cls_bpf filter.
+//! One tc hook of weft's (a program of the table on one device: a pod veth, the VXLAN
+//! device, ...) across both attach mechanisms: a pinned TCX link or a cls_bpf filter.
 //!
 //! The rule that keeps a node from mixing them on one interface: an existing
 //! attachment decides. A live TCX link pinned for the device is used (and a filter
@@ -11,7 +11,7 @@ use crate::clsact::{self, Place};
 use crate::error::{Error, Result};
 use crate::mode::{self, AttachMode, Backend};
 use crate::pins::PinLayout;
-use crate::programs::Program;
+use crate::programs::{Attach, Program, TcHook};
 use crate::sys;
 use crate::tcx::{self, LinkChange, ProgRef, SweepReport};
 use std::os::fd::{AsFd, OwnedFd};
@@ -21,7 +21,9 @@ use weft_netlink::{BpfFilterInfo, Handle};
 /// Where weft's attachment of `program` on `ifname` lives, in both mechanisms.
 #[derive(Clone, Debug)]
 pub(crate) struct Hook<'a> {
+    pub program: Program,
     pub ifname: &'a str,
+    pub side: TcHook,
     /// The TCX link's pin.
     pub link_pin: PathBuf,
     /// The cls_bpf filter's name.
@@ -29,20 +31,30 @@ pub(crate) struct Hook<'a> {
 }
 
 impl<'a> Hook<'a> {
-    pub fn pod(pins: &PinLayout, ifname: &'a str) -> Result<Hook<'a>> {
+    /// `program` (a tc program of the table) on the device `ifname`.
+    pub fn new(pins: &PinLayout, program: Program, ifname: &'a str) -> Result<Hook<'a>> {
+        let Attach::Tc { hook: side, .. } = program.attach() else {
+            return Err(Error::Unsupported {
+                program,
+                what: "attaching to a network device (it is not a tc program)",
+            });
+        };
         Ok(Hook {
+            program,
             ifname,
-            link_pin: pins.pod_link(ifname)?,
-            filter_name: clsact::filter_name(pins.root(), Program::FromPod)?,
+            side,
+            link_pin: pins.device_link(program, ifname)?,
+            filter_name: clsact::filter_name(pins.root(), program)?,
         })
     }
 
-    pub fn overlay(pins: &PinLayout, ifname: &'a str) -> Result<Hook<'a>> {
-        Ok(Hook {
-            ifname,
-            link_pin: pins.overlay_link(ifname)?,
-            filter_name: clsact::filter_name(pins.root(), Program::FromOverlay)?,
-        })
+    pub fn pod(pins: &PinLayout, ifname: &'a str) -> Result<Hook<'a>> {
+        Hook::new(pins, Program::FromPod, ifname)
+    }
+
+    /// The TCX attach type of this hook.
+    pub fn tcx_attach_type(&self) -> u32 {
+        tcx_attach_type(self.side)
     }
 
     fn netlink(&self) -> Result<Handle> {
@@ -59,13 +71,20 @@ pub(crate) struct Observed {
     pub place: Place,
 }
 
+pub(crate) fn tcx_attach_type(side: TcHook) -> u32 {
+    match side {
+        TcHook::Ingress => sys::BPF_TCX_INGRESS,
+        TcHook::Egress => sys::BPF_TCX_EGRESS,
+    }
+}
+
 impl Observed {
-    /// The pinned link, if it is live on `ifindex`'s ingress.
-    pub fn live_link(&self, ifindex: u32) -> Option<&sys::LinkInfo> {
+    /// The pinned link, if it is live on `ifindex` at the hook's side.
+    pub fn live_link(&self, ifindex: u32, attach_type: u32) -> Option<&sys::LinkInfo> {
         self.link
             .as_ref()
             .map(|(_, info)| info)
-            .filter(|info| info.ifindex == ifindex && info.attach_type == sys::BPF_TCX_INGRESS)
+            .filter(|info| info.ifindex == ifindex && info.attach_type == attach_type)
     }
 
     pub fn filter(&self) -> Option<&BpfFilterInfo> {
@@ -81,10 +100,16 @@ pub(crate) fn observe(hook: &Hook<'_>, ifindex: u32) -> Result<Observed> {
 }
 
 fn observe_with(hook: &Hook<'_>, netlink: &mut Handle, ifindex: u32) -> Result<Observed> {
+    // weft-netlink's tc operations cover clsact ingress only; an egress hook can only
+    // ever have a TCX link.
+    let place = match hook.side {
+        TcHook::Ingress => clsact::place(netlink, ifindex, &hook.filter_name)
+            .map_err(|e| clsact::tc_error("filter dump", hook.ifname, e))?,
+        TcHook::Egress => Place::Empty,
+    };
     Ok(Observed {
         link: tcx::open_link(&hook.link_pin)?,
-        place: clsact::place(netlink, ifindex, &hook.filter_name)
-            .map_err(|e| clsact::tc_error("filter dump", hook.ifname, e))?,
+        place,
     })
 }
 
@@ -99,7 +124,9 @@ pub(crate) fn ensure(
 ) -> Result<(LinkChange, Backend)> {
     let mut netlink = hook.netlink()?;
     let observed = observe_with(hook, &mut netlink, ifindex)?;
-    let has_link = observed.live_link(ifindex).is_some();
+    let has_link = observed
+        .live_link(ifindex, hook.tcx_attach_type())
+        .is_some();
     let has_filter = observed.filter().is_some();
     drop(observed);
 
@@ -108,9 +135,16 @@ pub(crate) fn ensure(
         (false, true) => Backend::Clsact,
         (false, false) => mode::backend_for(mode, prog.fd)?,
     };
+    if backend == Backend::Clsact && hook.side == TcHook::Egress {
+        return Err(Error::Unsupported {
+            program: hook.program,
+            what: "the clsact (cls_bpf) fallback on the egress side: it needs TCX (Linux 6.6+)",
+        });
+    }
     match backend {
         Backend::Tcx => {
-            let mut change = tcx::ensure_ingress_link(&hook.link_pin, ifindex, prog)?;
+            let mut change =
+                tcx::ensure_link(&hook.link_pin, ifindex, hook.tcx_attach_type(), prog)?;
             // Both present: the TCX link runs first and may redirect past the
             // filter, so the filter is only confusion; the link stays.
             if has_filter
@@ -168,6 +202,9 @@ pub(crate) fn follow_replacement(
 /// Idempotent: nothing attached, or the device already gone, is success.
 pub(crate) fn detach(hook: &Hook<'_>) -> Result<()> {
     tcx::detach_link(&hook.link_pin)?;
+    if hook.side == TcHook::Egress {
+        return Ok(());
+    }
     let ifindex = match crate::loader::ifindex_of(hook.ifname) {
         Ok(ifindex) => ifindex,
         // The filter went with the device.
@@ -185,11 +222,17 @@ pub(crate) fn detach(hook: &Hook<'_>) -> Result<()> {
     .map(drop)
 }
 
-/// Moves every attachment of `program` under `pins` to `prog`: the pinned TCX links
-/// (defunct ones are unpinned) and weft's filters on every interface of the calling
-/// thread's network namespace.
+/// Moves every attachment of `program` under `pins` to `prog`: the pinned links
+/// (defunct ones are unpinned) and, for tc ingress programs, weft's filters on every
+/// interface of the calling thread's network namespace.
 pub(crate) fn sweep(pins: &PinLayout, program: Program, prog: ProgRef<'_>) -> Result<SweepReport> {
     let mut report = tcx::sweep_links(&pins.links_dir_of(program), prog)?;
-    report.updated += clsact::sweep_filters(&clsact::filter_name(pins.root(), program)?, prog)?;
+    if let Attach::Tc {
+        hook: TcHook::Ingress,
+        ..
+    } = program.attach()
+    {
+        report.updated += clsact::sweep_filters(&clsact::filter_name(pins.root(), program)?, prog)?;
+    }
     Ok(report)
 }

@@ -28,27 +28,37 @@
 //! the `WEFT_ATTACH_MODE` environment variable forces either).
 
 mod clsact;
+pub mod conntrack;
 mod error;
 mod hook;
 pub mod layout;
 mod loader;
+pub mod migrate;
 mod mode;
 mod model;
 mod pinned;
 pub mod pins;
 pub mod pod;
 mod programs;
+pub mod services;
 mod sys;
 mod tables;
 mod tcx;
 
 pub use clsact::{FILTER_HANDLE, FILTER_PREF};
+pub use conntrack::{
+    Conntrack, CtDirection, CtRecord, CtState, GcCursor, GcReport, PurgeReport, Tuple,
+};
 pub use error::{Error, Result};
-pub use layout::Counter;
-pub use loader::{Datapath, InstalledProgram, ProgramChange};
+pub use layout::{Counter, Event, OutcomeKind};
+pub use loader::{Datapath, InstalledProgram, LoadOptions, MapSizes, ProgramChange};
+pub use migrate::{MapMigration, MigrationReport};
 pub use mode::AttachMode;
-pub use model::{Counters, EndpointInfo, NodeConfig, RouteKind};
+pub use model::{Counters, EndpointInfo, Events, NodeConfig, RouteKind};
 pub use pins::{PinLayout, DEFAULT_PIN_ROOT};
-pub use programs::Program;
+pub use programs::{Attach, CgroupHook, Devices, Program, ProgramSpec, TcHook, GUARD_LSM};
+pub use services::{
+    Backend, Frontend, FrontendChange, FrontendSpec, L4Proto, Scope, Services, WhenEmpty,
+};
 pub use tables::Tables;
 pub use tcx::{LinkChange, SweepReport};

@@ -12,23 +12,92 @@
 //!   renamed over the old one, and the attachments are swept once more to catch any
 //!   a CNI plugin made from the old pin meanwhile.
 
+use crate::conntrack::Conntrack;
 use crate::error::{Error, Result};
 use crate::hook::{self, Hook};
-use crate::layout::MAPS;
+use crate::layout::{MAPS, MAP_CT, MAP_LB_AFFINITY, MAP_LB_BACKENDS, MAP_LB_SLOTS};
+use crate::migrate::{Migration, MigrationReport};
 use crate::mode::AttachMode;
 use crate::model::{Counters, EndpointInfo, NodeConfig, RouteKind};
 use crate::pinned;
 use crate::pins::PinLayout;
-use crate::programs::Program;
+use crate::programs::{Attach, Program};
+use crate::services::Services;
 use crate::sys;
 use crate::tables::Tables;
 use crate::tcx::{self, LinkChange, ProgRef, SweepReport};
 use aya::programs::SchedClassifier;
-use aya::EbpfLoader;
+use aya::{Ebpf, EbpfLoader};
 use ipnet::IpNet;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
+
+/// How [`Datapath::load_with`] creates the maps whose size the agent chooses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    pub sizes: MapSizes,
+}
+
+/// Entries of the agent-sized maps (defaults: the headers' values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapSizes {
+    /// `weft_ct`: two entries per connection.
+    pub connections: u32,
+    /// `weft_lb_slots`: one per backend of each frontend (draining ones included).
+    pub lb_slots: u32,
+    /// `weft_lb_be`: one per distinct backend address and port.
+    pub lb_backends: u32,
+    /// `weft_lb_aff`: one per (frontend with affinity, client address).
+    pub lb_affinity: u32,
+}
+
+impl Default for MapSizes {
+    fn default() -> MapSizes {
+        MapSizes {
+            connections: MAP_CT.shape.max_entries,
+            lb_slots: MAP_LB_SLOTS.shape.max_entries,
+            lb_backends: MAP_LB_BACKENDS.shape.max_entries,
+            lb_affinity: MAP_LB_AFFINITY.shape.max_entries,
+        }
+    }
+}
+
+impl MapSizes {
+    fn entries(&self) -> [(&'static str, u32); 4] {
+        [
+            (MAP_CT.name, self.connections),
+            (MAP_LB_SLOTS.name, self.lb_slots),
+            (MAP_LB_BACKENDS.name, self.lb_backends),
+            (MAP_LB_AFFINITY.name, self.lb_affinity),
+        ]
+    }
+
+    fn validate(&self) -> Result<()> {
+        for (name, entries) in self.entries() {
+            if entries == 0 {
+                return Err(Error::InvalidSize { map: name, entries });
+            }
+        }
+        Ok(())
+    }
+
+    /// The sizes of the maps pinned under `pins`.
+    pub(crate) fn pinned(pins: &PinLayout) -> Result<MapSizes> {
+        let size = |spec: &crate::layout::MapSpec| -> Result<u32> {
+            let fd = pinned::open_map(pins, spec)?;
+            let info = sys::map_info(fd.as_fd())
+                .map_err(|e| Error::bpf("BPF_OBJ_GET_INFO_BY_FD", pins.map_pin(spec), e))?;
+            Ok(info.shape.max_entries)
+        };
+        Ok(MapSizes {
+            connections: size(&MAP_CT)?,
+            lb_slots: size(&MAP_LB_SLOTS)?,
+            lb_backends: size(&MAP_LB_BACKENDS)?,
+            lb_affinity: size(&MAP_LB_AFFINITY)?,
+        })
+    }
+}
 
 /// What `load_or_adopt` did with one program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +130,7 @@ pub struct Datapath {
     programs: Vec<InstalledProgram>,
     tables: Tables,
     attach_mode: AttachMode,
+    migration: MigrationReport,
 }
 
 impl Datapath {
@@ -73,23 +143,57 @@ impl Datapath {
     /// [`AttachMode::ENV`] names (an invalid value fails here, at start-up); see
     /// [`Datapath::set_attach_mode`]. Program replacement moves weft's attachments
     /// in every mode.
+    ///
+    /// Maps of an earlier layout pinned under `pin_root` are migrated into this build's
+    /// maps under traffic (see [`crate::migrate`]); [`Datapath::migration`] says what
+    /// was carried over.
     pub fn load_or_adopt(pin_root: impl Into<PathBuf>) -> Result<Datapath> {
+        Datapath::load_with(pin_root, &LoadOptions::default())
+    }
+
+    /// [`Datapath::load_or_adopt`] with the sizes of the agent-sized maps (the connection
+    /// table, the service slots, backends and affinity). A size applies when its map is
+    /// created; a map already pinned keeps its size ([`Datapath::map_sizes`] says which).
+    pub fn load_with(pin_root: impl Into<PathBuf>, options: &LoadOptions) -> Result<Datapath> {
+        options.sizes.validate()?;
         let attach_mode = AttachMode::from_env()?;
         let pins = PinLayout::new(pin_root);
         pins.create()?;
-        check_existing_maps(&pins)?;
+        let created = check_existing_maps(&pins)?;
+        crate::migrate::check_predecessors(&pins)?;
 
-        let mut programs = Vec::with_capacity(Program::ALL.len());
+        // Loading the objects creates (and pins) this layout's maps; the programs are
+        // not loaded yet, so nothing runs on the new maps before they are filled.
+        let mut objects = Vec::with_capacity(Program::ALL.len());
         for program in Program::ALL {
-            programs.push(load_program(&pins, program)?);
+            objects.push((program, load_object(&pins, program, &options.sizes)?));
         }
+        let migration = Migration::begin(&pins, &created)?;
+        let mut programs = Vec::with_capacity(Program::ALL.len());
+        for (program, ebpf) in &mut objects {
+            programs.push(load_program(&pins, *program, ebpf)?);
+        }
+        let migration = migration.finish()?;
+        drop(objects); // the loaded programs now live on through their pins
         let tables = Tables::open_layout(pins.clone())?;
         Ok(Datapath {
             pins,
             programs,
             tables,
             attach_mode,
+            migration,
         })
+    }
+
+    /// The sizes the agent-sized maps have (as pinned, which may predate this load).
+    pub fn map_sizes(&self) -> Result<MapSizes> {
+        MapSizes::pinned(&self.pins)
+    }
+
+    /// What this load migrated from maps of an earlier layout (empty when nothing was
+    /// pinned under an earlier layout's names).
+    pub fn migration(&self) -> &MigrationReport {
+        &self.migration
     }
 
     /// How new attachments are made.
@@ -123,16 +227,30 @@ impl Datapath {
     /// `links/overlay/<ifname>` or weft's cls_bpf filter, reusing (and repointing)
     /// whichever is already there, else in [`Datapath::attach_mode`].
     pub fn attach_overlay(&self, ifname: &str) -> Result<LinkChange> {
-        let hook = Hook::overlay(&self.pins, ifname)?;
-        let ifindex = ifindex_of(ifname)?;
-        let prog = self.prog_ref(Program::FromOverlay)?;
-        hook::ensure(&hook, ifindex, prog, self.attach_mode).map(|(change, _)| change)
+        self.attach_device(Program::FromOverlay, ifname)
     }
 
     /// Detaches the overlay program from `ifname`, whichever way it is attached.
     /// Idempotent.
     pub fn detach_overlay(&self, ifname: &str) -> Result<()> {
-        hook::detach(&Hook::overlay(&self.pins, ifname)?)
+        self.detach_device(Program::FromOverlay, ifname)
+    }
+
+    /// Attaches the tc program `program` to the device `ifname` (calling thread's
+    /// network namespace) at the side its table row names: a TCX link pinned at
+    /// `links/<dir>/<ifname>`, or (ingress only) weft's cls_bpf filter, reusing whichever
+    /// is there, else in [`Datapath::attach_mode`]. Pod veths are the CNI plugin's
+    /// ([`crate::pod::attach_pod`]).
+    pub fn attach_device(&self, program: Program, ifname: &str) -> Result<LinkChange> {
+        let hook = Hook::new(&self.pins, program, ifname)?;
+        let ifindex = ifindex_of(ifname)?;
+        let prog = self.prog_ref(program)?;
+        hook::ensure(&hook, ifindex, prog, self.attach_mode).map(|(change, _)| change)
+    }
+
+    /// Detaches `program` from `ifname`, whichever way it is attached. Idempotent.
+    pub fn detach_device(&self, program: Program, ifname: &str) -> Result<()> {
+        hook::detach(&Hook::new(&self.pins, program, ifname)?)
     }
 
     pub fn set_config(&mut self, config: NodeConfig) -> Result<()> {
@@ -160,6 +278,16 @@ impl Datapath {
         self.tables.counters()
     }
 
+    /// The service maps, for the agent's Service reconciler ([`Services`]).
+    pub fn services(&self) -> Result<Services> {
+        Services::open_layout(&self.pins)
+    }
+
+    /// The connection table, for garbage collection and inspection ([`Conntrack`]).
+    pub fn conntrack(&self) -> Result<Conntrack> {
+        Conntrack::open_layout(&self.pins)
+    }
+
     fn prog_ref(&self, program: Program) -> Result<ProgRef<'_>> {
         let p = self.program(program).ok_or_else(|| Error::NotPinned {
             path: self.pins.program(program),
@@ -171,48 +299,81 @@ impl Datapath {
     }
 }
 
-/// Maps that are already pinned must have the layout this build was compiled for:
-/// the loader would otherwise reuse them blindly and the programs would read
-/// another version's structs.
-fn check_existing_maps(pins: &PinLayout) -> Result<()> {
+/// Maps that are already pinned under this layout's names must have the shape this
+/// build was compiled for: the loader would otherwise reuse them blindly and the
+/// programs would read another version's structs. Returns the maps not pinned yet,
+/// which this load creates.
+fn check_existing_maps(pins: &PinLayout) -> Result<Vec<&'static str>> {
+    let mut missing = Vec::new();
     for spec in &MAPS {
-        let path = pins.map(spec.name);
-        if let Some(fd) = sys::obj_get_opt(&path)? {
-            pinned::check_map(&path, fd.as_fd(), spec)?;
+        let path = pins.map_pin(spec);
+        match sys::obj_get_opt(&path)? {
+            Some(fd) => pinned::check_map(&path, fd.as_fd(), spec)?,
+            None => missing.push(spec.name),
         }
     }
-    Ok(())
+    Ok(missing)
 }
 
-fn load_program(pins: &PinLayout, program: Program) -> Result<InstalledProgram> {
+/// Parses `program`'s object and creates or opens its maps at their pins
+/// (`maps/<name>_v<layout>`); the program itself is loaded by [`load_program`].
+fn load_object(pins: &PinLayout, program: Program, sizes: &MapSizes) -> Result<Ebpf> {
     let object_err = |source| Error::Object {
         program,
         source: Box::new(source),
     };
+    let pin_paths: Vec<(&str, PathBuf)> = MAPS
+        .iter()
+        .map(|spec| (spec.name, pins.map_pin(spec)))
+        .collect();
+    let mut loader = EbpfLoader::new();
+    for (name, path) in &pin_paths {
+        loader.map_pin_path(name, path.as_path());
+    }
+    for (name, entries) in sizes.entries() {
+        loader.map_max_entries(name, entries);
+    }
+    let ebpf = loader.load(program.object()).map_err(object_err)?;
+    // A map the crate does not know would have been created unpinned: each program
+    // would get its own copy and the agent could never see it.
+    if let Some((name, _)) = ebpf
+        .maps()
+        .find(|(name, _)| !MAPS.iter().any(|spec| spec.name == *name))
+    {
+        return Err(Error::UnknownMap {
+            program,
+            name: name.to_string(),
+        });
+    }
+    Ok(ebpf)
+}
+
+fn load_program(pins: &PinLayout, program: Program, ebpf: &mut Ebpf) -> Result<InstalledProgram> {
     let program_err = |source| Error::Program {
         program,
         source: Box::new(source),
     };
-    // Always name the pin directory: with none, aya pins LIBBPF_PIN_BY_NAME maps
-    // straight into /sys/fs/bpf.
-    let mut ebpf = EbpfLoader::new()
-        .default_map_pin_directory(pins.maps_dir())
-        .load(program.object())
-        .map_err(object_err)?;
-    let classifier: &mut SchedClassifier = ebpf
+    let loaded = ebpf
         .program_mut(program.name())
-        .ok_or(Error::MissingProgram { program })?
-        .try_into()
-        .map_err(program_err)?;
-    classifier.load().map_err(program_err)?;
-    let new_fd = classifier
-        .fd()
-        .map_err(program_err)?
-        .as_fd()
+        .ok_or(Error::MissingProgram { program })?;
+    let fd = match program.attach() {
+        Attach::Tc { .. } => {
+            let classifier: &mut SchedClassifier = loaded.try_into().map_err(program_err)?;
+            classifier.load().map_err(program_err)?;
+            classifier.fd().map_err(program_err)?.as_fd()
+        }
+        Attach::Cgroup(_) | Attach::Lsm { .. } => {
+            return Err(Error::Unsupported {
+                program,
+                what: "loading cgroup and LSM programs (the table can list them; the \
+                       loader learns them with their first program)",
+            })
+        }
+    };
+    let new_fd = fd
         .try_clone_to_owned()
         .map_err(|e| Error::bpf("dup program fd", pins.program(program), e))?;
     install(pins, program, new_fd)
-    // `ebpf` drops here: the freshly loaded program survives only if it was pinned.
 }
 
 /// Adopts the pinned program when it is the same as `new`, otherwise puts `new` in

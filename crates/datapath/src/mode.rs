@@ -110,7 +110,7 @@ fn tcx_supported(prog: BorrowedFd<'_>) -> Result<bool> {
         UNSUPPORTED => return Ok(false),
         _ => {}
     }
-    let outcome = sys::tcx_ingress_link_create(prog, 0).map(drop);
+    let outcome = sys::tcx_link_create(prog, 0, sys::BPF_TCX_INGRESS).map(drop);
     let supported = classify_probe(&outcome).ok_or_else(|| {
         let source = outcome
             .err()

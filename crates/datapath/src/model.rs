@@ -2,8 +2,8 @@
 //! the raw layouts in [`crate::layout`].
 
 use crate::layout::{
-    ConfigValue, Counter, EndpointValue, IpKey, RouteValue, COUNTER_MAX, FAMILY_IPV4, FAMILY_IPV6,
-    LPM_FAMILY_BITS, ROUTE_HOST, ROUTE_LOCAL_CIDR, ROUTE_REMOTE_CIDR,
+    ConfigValue, Counter, EndpointValue, Event, IpKey, RouteValue, COUNTER_MAX, EVENT_MAX,
+    FAMILY_IPV4, FAMILY_IPV6, LPM_FAMILY_BITS, ROUTE_HOST, ROUTE_LOCAL_CIDR, ROUTE_REMOTE_CIDR,
 };
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -65,6 +65,27 @@ impl Counters {
             .filter(|c| c.is_drop())
             .map(|c| self.get(*c))
             .sum()
+    }
+}
+
+/// Per-CPU events summed over CPUs, one per [`Event`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Events {
+    values: [u64; EVENT_MAX as usize],
+}
+
+impl Events {
+    pub(crate) fn from_values(values: [u64; EVENT_MAX as usize]) -> Events {
+        Events { values }
+    }
+
+    pub fn get(&self, event: Event) -> u64 {
+        self.values.get(event as usize).copied().unwrap_or(0)
+    }
+
+    /// `(name, value)` for every event, in enum order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        Event::ALL.iter().map(|e| (e.name(), self.get(*e)))
     }
 }
 

@@ -1,14 +1,12 @@
 //! Where the datapath lives in bpffs.
 //!
 //! ```text
-//! <root>/maps/weft_endpoints          pinned by name by the loader (LIBBPF_PIN_BY_NAME)
-//! <root>/maps/weft_routes
-//! <root>/maps/weft_config
-//! <root>/maps/weft_counters
-//! <root>/progs/from_pod               the programs new links attach
-//! <root>/progs/from_overlay
-//! <root>/links/overlay/<ifname>       TCX ingress link of the VXLAN device
-//! <root>/links/pods/<host veth name>  TCX ingress link of each pod's host-side veth
+//! <root>/maps/<map>_v<layout>         every map, its layout version in its name
+//! <root>/progs/<program>              the programs new links attach
+//! <root>/links/<dir>/<target>         one pinned link per attachment; `<dir>` is the
+//!                                     program's row of the program table (`pods` for
+//!                                     `from_pod` on each host veth, `overlay` for
+//!                                     `from_overlay` on the VXLAN device)
 //! ```
 //!
 //! bpffs refuses `.` in names (reserved by the kernel), while interface names may
@@ -23,6 +21,7 @@
 //! private bpffs that vanishes with the process.
 
 use crate::error::Error;
+use crate::layout::MapSpec;
 use crate::programs::Program;
 use std::path::{Path, PathBuf};
 
@@ -56,8 +55,14 @@ impl PinLayout {
         self.root.join("maps")
     }
 
+    /// `maps/<file name>`.
     pub fn map(&self, name: &str) -> PathBuf {
         self.maps_dir().join(name)
+    }
+
+    /// Where the map `spec` is pinned: `maps/<name>_v<layout version>`.
+    pub fn map_pin(&self, spec: &MapSpec) -> PathBuf {
+        self.map(&spec.pin_name())
     }
 
     pub fn progs_dir(&self) -> PathBuf {
@@ -79,38 +84,38 @@ impl PinLayout {
     }
 
     pub fn overlay_links_dir(&self) -> PathBuf {
-        self.links_dir().join("overlay")
+        self.links_dir_of(Program::FromOverlay)
     }
 
     pub fn pod_links_dir(&self) -> PathBuf {
-        self.links_dir().join("pods")
+        self.links_dir_of(Program::FromPod)
     }
 
-    /// The directory holding the links that run `program`.
+    /// The directory holding the links that run `program` (its row of the program
+    /// table names it).
     pub fn links_dir_of(&self, program: Program) -> PathBuf {
-        match program {
-            Program::FromPod => self.pod_links_dir(),
-            Program::FromOverlay => self.overlay_links_dir(),
-        }
+        self.links_dir().join(program.spec().links)
+    }
+
+    /// The pin of `program`'s link on the device `ifname` (see the module docs for how
+    /// `.` is spelled).
+    pub fn device_link(&self, program: Program, ifname: &str) -> Result<PathBuf, Error> {
+        Ok(self.links_dir_of(program).join(link_pin_name(ifname)?))
     }
 
     pub fn overlay_link(&self, ifname: &str) -> Result<PathBuf, Error> {
-        Ok(self.overlay_links_dir().join(link_pin_name(ifname)?))
+        self.device_link(Program::FromOverlay, ifname)
     }
 
     pub fn pod_link(&self, host_ifname: &str) -> Result<PathBuf, Error> {
-        Ok(self.pod_links_dir().join(link_pin_name(host_ifname)?))
+        self.device_link(Program::FromPod, host_ifname)
     }
 
     /// Creates the directory tree (idempotent) and checks that it is on a bpffs, so
     /// that pins really outlive this process.
     pub fn create(&self) -> Result<(), Error> {
-        for dir in [
-            self.maps_dir(),
-            self.progs_dir(),
-            self.overlay_links_dir(),
-            self.pod_links_dir(),
-        ] {
+        let links = Program::ALL.iter().map(|p| self.links_dir_of(*p));
+        for dir in [self.maps_dir(), self.progs_dir()].into_iter().chain(links) {
             std::fs::create_dir_all(&dir).map_err(|source| Error::Bpf {
                 op: "mkdir",
                 path: dir.clone(),

@@ -9,6 +9,7 @@ use crate::clsact;
 use crate::error::{Error, Result};
 use crate::hook::{self, Hook};
 use crate::layout::{EndpointValue, MAPS, MAP_ENDPOINTS};
+use crate::migrate::PREDECESSORS;
 use crate::mode::AttachMode;
 use crate::model::{ip_key, EndpointInfo};
 use crate::pinned;
@@ -44,21 +45,39 @@ pub fn add_endpoint(pin_root: &Path, ip: IpAddr, info: EndpointInfo) -> Result<(
         &EndpointValue::from(info),
         sys::BPF_ANY,
     )
-    .map_err(|e| Error::bpf("BPF_MAP_UPDATE_ELEM", pins.map(MAP_ENDPOINTS.name), e))
+    .map_err(|e| Error::bpf("BPF_MAP_UPDATE_ELEM", pins.map_pin(&MAP_ENDPOINTS), e))
 }
 
 /// Forgets a pod address. Idempotent: an absent entry, or no datapath pinned at
 /// all, is success.
+///
+/// The address also leaves the endpoint map of an earlier layout if one is still
+/// pinned (an agent migrating from it would otherwise copy the pod back).
 pub fn remove_endpoint(pin_root: &Path, ip: IpAddr) -> Result<()> {
     let pins = PinLayout::new(pin_root);
+    let key = ip_key(ip);
+    for pred in PREDECESSORS
+        .iter()
+        .filter(|p| p.into.name == MAP_ENDPOINTS.name)
+    {
+        let path = pins.map(pred.pin_name);
+        if let Some(old) = sys::obj_get_opt(&path)? {
+            let info = sys::map_info(old.as_fd())
+                .map_err(|e| Error::bpf("BPF_OBJ_GET_INFO_BY_FD", &path, e))?;
+            if info.shape == pred.shape {
+                sys::map_delete(old.as_fd(), &key)
+                    .map_err(|e| Error::bpf("BPF_MAP_DELETE_ELEM", &path, e))?;
+            }
+        }
+    }
     let map = match pinned::open_map(&pins, &MAP_ENDPOINTS) {
         Ok(map) => map,
         Err(Error::NotPinned { .. }) => return Ok(()),
         Err(e) => return Err(e),
     };
-    sys::map_delete(map.as_fd(), &ip_key(ip))
+    sys::map_delete(map.as_fd(), &key)
         .map(|_| ())
-        .map_err(|e| Error::bpf("BPF_MAP_DELETE_ELEM", pins.map(MAP_ENDPOINTS.name), e))
+        .map_err(|e| Error::bpf("BPF_MAP_DELETE_ELEM", pins.map_pin(&MAP_ENDPOINTS), e))
 }
 
 /// Attaches the pinned `from_pod` program at ingress of the host-side veth, in the
@@ -126,7 +145,7 @@ pub fn verify_pod(
     let map = pinned::open_map(&pins, &MAP_ENDPOINTS)?;
     for &ip in addresses {
         let value: Option<EndpointValue> = sys::map_lookup(map.as_fd(), &ip_key(ip))
-            .map_err(|e| Error::bpf("BPF_MAP_LOOKUP_ELEM", pins.map(MAP_ENDPOINTS.name), e))?;
+            .map_err(|e| Error::bpf("BPF_MAP_LOOKUP_ELEM", pins.map_pin(&MAP_ENDPOINTS), e))?;
         match value {
             None => return Ok(Some(format!("endpoint {ip} is missing from the datapath"))),
             Some(v) if v.ifindex != host_ifindex => {
@@ -150,7 +169,10 @@ pub fn verify_pod(
             )));
         }
     }
-    let problem = match (observed.live_link(host_ifindex), observed.filter()) {
+    let problem = match (
+        observed.live_link(host_ifindex, hook.tcx_attach_type()),
+        observed.filter(),
+    ) {
         (Some(_), Some(_)) => Some(format!(
             "{host_ifname} runs the pod program twice: through the TCX link pinned at {pin} \
              and through cls_bpf filter {:?}",

@@ -15,6 +15,7 @@ use std::path::Path;
 const BPF_MAP_LOOKUP_ELEM: u32 = 1;
 const BPF_MAP_UPDATE_ELEM: u32 = 2;
 const BPF_MAP_DELETE_ELEM: u32 = 3;
+const BPF_MAP_GET_NEXT_KEY: u32 = 4;
 const BPF_OBJ_PIN: u32 = 6;
 const BPF_OBJ_GET: u32 = 7;
 const BPF_OBJ_GET_INFO_BY_FD: u32 = 15;
@@ -22,16 +23,29 @@ const BPF_LINK_CREATE: u32 = 28;
 const BPF_LINK_UPDATE: u32 = 29;
 const BPF_LINK_DETACH: u32 = 34;
 
-/// `BPF_TCX_INGRESS` (kernel 6.6+; newer than Debian 12's UAPI headers).
+/// `BPF_TCX_INGRESS` and `BPF_TCX_EGRESS` (kernel 6.6+; newer than Debian 12's UAPI
+/// headers).
 pub(crate) const BPF_TCX_INGRESS: u32 = 46;
+pub(crate) const BPF_TCX_EGRESS: u32 = 47;
 /// `BPF_LINK_TYPE_TCX`.
 pub(crate) const BPF_LINK_TYPE_TCX: u32 = 11;
-/// `BPF_PROG_TYPE_SCHED_CLS`.
+/// `BPF_PROG_TYPE_SCHED_CLS`, `BPF_PROG_TYPE_CGROUP_SOCK_ADDR`, `BPF_PROG_TYPE_LSM`.
 pub(crate) const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+pub(crate) const BPF_PROG_TYPE_CGROUP_SOCK_ADDR: u32 = 18;
+pub(crate) const BPF_PROG_TYPE_LSM: u32 = 29;
 /// `BPF_F_REPLACE`: update a link only if it still runs the given old program.
 const BPF_F_REPLACE: u32 = 1 << 2;
 /// `BPF_ANY`: create or replace a map element.
 pub(crate) const BPF_ANY: u64 = 0;
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns()`, which the
+/// programs stamp connection-table expiries and affinity with.
+pub(crate) fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime writes into the timespec we own.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 #[repr(C)]
 #[derive(Default)]
@@ -221,7 +235,7 @@ pub(crate) struct ProgInfo {
 
 pub(crate) fn prog_info(fd: BorrowedFd<'_>) -> io::Result<ProgInfo> {
     // More slots than the datapath has maps, so a count above it means "not ours".
-    let mut ids = [0u32; 16];
+    let mut ids = [0u32; 64];
     let mut info = RawProgInfo {
         nr_map_ids: ids.len() as u32,
         map_ids: ids.as_mut_ptr() as u64,
@@ -283,14 +297,18 @@ pub(crate) fn link_info(fd: BorrowedFd<'_>) -> io::Result<LinkInfo> {
     })
 }
 
-/// Attaches `prog` at the end of the TCX ingress chain of `ifindex` (in the calling
-/// thread's network namespace). The link detaches when its last reference goes, so
-/// callers pin it.
-pub(crate) fn tcx_ingress_link_create(prog: BorrowedFd<'_>, ifindex: u32) -> io::Result<OwnedFd> {
+/// Attaches `prog` at the end of the TCX chain `attach_type` ([`BPF_TCX_INGRESS`] or
+/// [`BPF_TCX_EGRESS`]) of `ifindex` (in the calling thread's network namespace). The link
+/// detaches when its last reference goes, so callers pin it.
+pub(crate) fn tcx_link_create(
+    prog: BorrowedFd<'_>,
+    ifindex: u32,
+    attach_type: u32,
+) -> io::Result<OwnedFd> {
     let mut attr = LinkCreateAttr {
         prog_fd: raw(prog),
         target_ifindex: ifindex,
-        attach_type: BPF_TCX_INGRESS,
+        attach_type,
         ..Default::default()
     };
     bpf_fd(BPF_LINK_CREATE, &mut attr)
@@ -320,6 +338,77 @@ pub(crate) fn link_update(
 pub(crate) fn link_detach(link: BorrowedFd<'_>) -> io::Result<()> {
     let mut attr = LinkDetachAttr { link_fd: raw(link) };
     bpf(BPF_LINK_DETACH, &mut attr).map(|_| ())
+}
+
+/// Writes the first key of the map (`key` = `None`) or the one after `key` into `next`.
+/// `Ok(false)` when there is none. A `key` that is no longer in a hash map restarts from
+/// the first key (the kernel's rule), so iterate from keys known to be present.
+pub(crate) fn map_next_key_raw(
+    map: BorrowedFd<'_>,
+    key: Option<&[u8]>,
+    next: &mut [u8],
+) -> io::Result<bool> {
+    let mut attr = MapElemAttr {
+        map_fd: raw(map),
+        key: key.map_or(0, |k| k.as_ptr() as u64),
+        value: next.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    match bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads the value of `key` into `value` (sized by the caller for the map, per-CPU maps
+/// included). `Ok(false)` when the key is not there.
+pub(crate) fn map_lookup_raw(
+    map: BorrowedFd<'_>,
+    key: &[u8],
+    value: &mut [u8],
+) -> io::Result<bool> {
+    let mut attr = MapElemAttr {
+        map_fd: raw(map),
+        key: key.as_ptr() as u64,
+        value: value.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    match bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+pub(crate) fn map_update_raw(
+    map: BorrowedFd<'_>,
+    key: &[u8],
+    value: &[u8],
+    flags: u64,
+) -> io::Result<()> {
+    let mut attr = MapElemAttr {
+        map_fd: raw(map),
+        key: key.as_ptr() as u64,
+        value: value.as_ptr() as u64,
+        flags,
+        ..Default::default()
+    };
+    bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
+}
+
+/// `Ok(false)` when the key was not there.
+pub(crate) fn map_delete_raw(map: BorrowedFd<'_>, key: &[u8]) -> io::Result<bool> {
+    let mut attr = MapElemAttr {
+        map_fd: raw(map),
+        key: key.as_ptr() as u64,
+        ..Default::default()
+    };
+    match bpf(BPF_MAP_DELETE_ELEM, &mut attr) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 pub(crate) fn map_update<K: aya::Pod, V: aya::Pod>(
@@ -356,6 +445,29 @@ pub(crate) fn map_lookup<K: aya::Pod, V: aya::Pod + Default>(
         Err(e) => Err(e),
     }
 }
+
+/// The first key (`key` = `None`) or the one after `key`; `Ok(None)` at the end. A `key`
+/// no longer in a hash map restarts from the first key (the kernel's rule).
+pub(crate) fn map_next_key<K: aya::Pod + Default>(
+    map: BorrowedFd<'_>,
+    key: Option<&K>,
+) -> io::Result<Option<K>> {
+    let mut next = K::default();
+    let mut attr = MapElemAttr {
+        map_fd: raw(map),
+        key: key.map_or(0, |k| k as *const K as u64),
+        value: &mut next as *mut K as u64,
+        ..Default::default()
+    };
+    match bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) {
+        Ok(_) => Ok(Some(next)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `BPF_EXIST`: update an element only if it is there.
+pub(crate) const BPF_EXIST: u64 = 2;
 
 /// `Ok(false)` when the key was not there.
 pub(crate) fn map_delete<K: aya::Pod>(map: BorrowedFd<'_>, key: &K) -> io::Result<bool> {

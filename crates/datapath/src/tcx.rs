@@ -47,16 +47,17 @@ pub(crate) fn open_link(pin: &Path) -> Result<Option<(OwnedFd, sys::LinkInfo)>> 
     Ok(Some((fd, info)))
 }
 
-/// Makes `pin` a live TCX ingress link on `ifindex` running `prog`, reusing a link
-/// that is already there when it can (so a retried ADD or an agent restart changes
+/// Makes `pin` a live TCX link of `attach_type` on `ifindex` running `prog`, reusing a
+/// link that is already there when it can (so a retried ADD or an agent restart changes
 /// nothing on the wire).
-pub(crate) fn ensure_ingress_link(
+pub(crate) fn ensure_link(
     pin: &Path,
     ifindex: u32,
+    attach_type: u32,
     prog: ProgRef<'_>,
 ) -> Result<LinkChange> {
     if let Some((link, info)) = open_link(pin)? {
-        if info.ifindex == ifindex && info.attach_type == sys::BPF_TCX_INGRESS {
+        if info.ifindex == ifindex && info.attach_type == attach_type {
             if info.prog_id == prog.id {
                 return Ok(LinkChange::Unchanged);
             }
@@ -68,8 +69,8 @@ pub(crate) fn ensure_ingress_link(
         // stale link must not keep running next to the new one.
         remove_link(pin, link.as_fd())?;
     }
-    let link = sys::tcx_ingress_link_create(prog.fd, ifindex)
-        .map_err(|e| Error::bpf("BPF_LINK_CREATE (TCX ingress, Linux 6.6+)", pin, e))?;
+    let link = sys::tcx_link_create(prog.fd, ifindex, attach_type)
+        .map_err(|e| Error::bpf("BPF_LINK_CREATE (TCX, Linux 6.6+)", pin, e))?;
     // If pinning fails, dropping `link` releases the last reference and detaches it,
     // so a failed attach leaves nothing behind.
     sys::obj_pin(link.as_fd(), pin)?;

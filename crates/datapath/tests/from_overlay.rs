@@ -36,8 +36,9 @@ fn source_outside_every_remote_cidr_is_dropped() {
     let root = PinRoot::new("us");
     let _dp = node(root.path(), 0);
     for a in [V4, V6] {
-        // The world, and this node's own pod CIDR, are not legitimate overlay sources.
-        for src in [a.world, a.pod_a, a.unknown_local] {
+        // The world, this node's own pod CIDR and this node's own VTEP address (a HOST
+        // route: no peer sends from it) are not legitimate overlay sources.
+        for src in [a.world, a.pod_a, a.unknown_local, a.local_vtep] {
             let frame = overlay_frame(src, a.pod_b);
             expect(
                 root.path(),
@@ -51,11 +52,13 @@ fn source_outside_every_remote_cidr_is_dropped() {
 }
 
 #[test]
-fn source_on_a_host_route_is_accepted() {
+fn a_peers_vtep_address_as_source_is_accepted() {
     let root = PinRoot::new("hs");
     let _dp = node(root.path(), 0);
     for a in [V4, V6] {
-        let frame = overlay_frame(a.local_vtep, a.pod_b);
+        // The network address of the remote pod CIDR: the peer node's own traffic.
+        let peer_vtep = a.remote_cidr.split('/').next().unwrap();
+        let frame = overlay_frame(peer_vtep, a.pod_b);
         expect(
             root.path(),
             FROM_OVERLAY,

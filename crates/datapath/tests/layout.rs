@@ -1,17 +1,24 @@
-//! The Rust mirrors in `weft_datapath::layout` agree with the C header, as compiled:
-//! every struct size and field offset, every enum value and every map definition is
-//! read from the BTF of each embedded object (via `bpftool btf dump -j`).
+//! The Rust mirrors in `weft_datapath::layout` agree with the C headers, as compiled: the
+//! BTF of each embedded object (via `bpftool btf dump -j`) is compared with them, both
+//! ways. Every struct size and field offset and size, every enum value and every map
+//! definition must match, and every `weft_` struct, enum and map the BTF holds must be
+//! mirrored (or, for structs, listed as internal with a reason), so nothing can be added
+//! to a header without its Rust side. The description of earlier layouts the migration
+//! relies on is checked against that release's objects too.
+
+mod common;
 
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::process::Command;
-use weft_datapath::layout::{MapSpec, ENUMS, MAPS, STRUCTS};
+use weft_datapath::layout::{MapShape, ENUMS, INTERNAL_STRUCTS, MAPS, STRUCTS};
+use weft_datapath::migrate::PREDECESSORS;
 use weft_datapath::Program;
 
 /// The BTF of one object: types by id, and ids by (kind, name).
 struct Btf {
-    program: Program,
+    label: String,
     types: HashMap<u64, Value>,
     named: HashMap<(String, String), u64>,
 }
@@ -26,14 +33,14 @@ impl Drop for TempObject {
 }
 
 impl Btf {
-    fn of(program: Program) -> Btf {
+    fn of(label: &str, object: &[u8]) -> Btf {
         weft_testkit::require_tool("bpftool");
         let file = TempObject(std::env::temp_dir().join(format!(
             "{}-{}.bpf.o",
             weft_testkit::unique_name("ly"),
-            program.name()
+            label.replace('/', "-")
         )));
-        std::fs::write(&file.0, program.object()).expect("write object");
+        std::fs::write(&file.0, object).expect("write object");
         let out = Command::new("bpftool")
             .args(["btf", "dump", "file"])
             .arg(&file.0)
@@ -56,24 +63,37 @@ impl Btf {
             types.insert(id, t.clone());
         }
         Btf {
-            program,
+            label: label.to_string(),
             types,
             named,
         }
     }
 
+    fn current() -> Vec<Btf> {
+        Program::ALL
+            .iter()
+            .map(|p| Btf::of(p.name(), p.object()))
+            .collect()
+    }
+
     fn ty(&self, id: u64) -> &Value {
         self.types
             .get(&id)
-            .unwrap_or_else(|| panic!("{}: no BTF type {id}", self.program))
+            .unwrap_or_else(|| panic!("{}: no BTF type {id}", self.label))
     }
 
-    fn find(&self, kind: &str, name: &str) -> &Value {
-        let id = self
-            .named
+    fn get(&self, kind: &str, name: &str) -> Option<&Value> {
+        self.named
             .get(&(kind.to_string(), name.to_string()))
-            .unwrap_or_else(|| panic!("{}: no {kind} {name} in BTF", self.program));
-        self.ty(*id)
+            .map(|id| self.ty(*id))
+    }
+
+    fn names(&self, kind: &str) -> BTreeSet<String> {
+        self.named
+            .keys()
+            .filter(|(k, n)| k == kind && n.starts_with("weft_"))
+            .map(|(_, n)| n.clone())
+            .collect()
     }
 
     /// Byte size of a type, through typedefs, qualifiers and arrays.
@@ -89,7 +109,7 @@ impl Btf {
             }
             _ => t["size"]
                 .as_u64()
-                .unwrap_or_else(|| panic!("{}: type {id} has no size: {t}", self.program)),
+                .unwrap_or_else(|| panic!("{}: type {id} has no size: {t}", self.label)),
         }
     }
 
@@ -113,6 +133,22 @@ impl Btf {
             .collect()
     }
 
+    /// The map variables of the `.maps` section, by name.
+    fn maps(&self) -> BTreeSet<String> {
+        let Some(sec) = self.get("DATASEC", ".maps") else {
+            return BTreeSet::new();
+        };
+        sec["vars"]
+            .as_array()
+            .expect("vars")
+            .iter()
+            .map(|v| {
+                let var = self.ty(v["type_id"].as_u64().expect("var id"));
+                var["name"].as_str().expect("var name").to_string()
+            })
+            .collect()
+    }
+
     /// `__uint(x, N)` in a BTF map definition is a pointer to an array of N elements.
     fn map_def_uint(&self, members: &[Value], name: &str) -> Option<u64> {
         let m = members.iter().find(|m| m["name"] == name)?;
@@ -127,66 +163,89 @@ impl Btf {
         Some(self.size_of(ptr["type_id"].as_u64()?))
     }
 
-    fn check_map(&self, spec: &MapSpec) {
-        let var = self.find("VAR", spec.name);
+    /// (type, key size, value size, max_entries, flags) of the map variable `name`.
+    fn map_shape(&self, name: &str) -> MapShape {
+        let var = self
+            .get("VAR", name)
+            .unwrap_or_else(|| panic!("{}: no map {name}", self.label));
         let def = self.ty(var["type_id"].as_u64().expect("var type"));
         let members = def["members"].as_array().expect("map def members");
-        let got = (
-            self.map_def_uint(members, "type"),
-            self.map_def_type_size(members, "key"),
-            self.map_def_type_size(members, "value"),
-            self.map_def_uint(members, "max_entries"),
-            self.map_def_uint(members, "map_flags").unwrap_or(0),
-        );
-        let s = spec.shape;
-        let want = (
-            Some(u64::from(s.map_type)),
-            Some(u64::from(s.key_size)),
-            Some(u64::from(s.value_size)),
-            Some(u64::from(s.max_entries)),
-            u64::from(s.flags),
-        );
-        assert_eq!(
-            got, want,
-            "{}: map {} (type, key, value, max_entries, flags) in C vs Rust",
-            self.program, spec.name
-        );
+        let want = |v: Option<u64>, what: &str| {
+            u32::try_from(v.unwrap_or_else(|| panic!("{}: map {name} has no {what}", self.label)))
+                .expect("fits u32")
+        };
+        MapShape {
+            map_type: want(self.map_def_uint(members, "type"), "type"),
+            key_size: want(self.map_def_type_size(members, "key"), "key"),
+            value_size: want(self.map_def_type_size(members, "value"), "value"),
+            max_entries: want(self.map_def_uint(members, "max_entries"), "max_entries"),
+            flags: want(
+                Some(self.map_def_uint(members, "map_flags").unwrap_or(0)),
+                "flags",
+            ),
+        }
     }
 }
 
 #[test]
-fn structs_match_the_c_header() {
-    for program in Program::ALL {
-        let btf = Btf::of(program);
-        for s in STRUCTS {
-            let c = btf.find("STRUCT", s.c_name);
+fn every_struct_matches_its_mirror_and_every_struct_is_mirrored() {
+    let objects = Btf::current();
+    for s in STRUCTS {
+        let mut seen = false;
+        for btf in &objects {
+            let Some(c) = btf.get("STRUCT", s.c_name) else {
+                continue;
+            };
+            seen = true;
             assert_eq!(
                 c["size"].as_u64(),
                 Some(s.size as u64),
-                "{program}: size of struct {}",
+                "{}: size of struct {}",
+                btf.label,
                 s.c_name
             );
-            let c_fields = btf.members(c);
             let rust_fields: BTreeMap<String, (u64, u64)> = s
                 .fields
                 .iter()
                 .map(|f| (f.name.to_string(), (f.offset as u64, f.size as u64)))
                 .collect();
             assert_eq!(
-                c_fields, rust_fields,
-                "{program}: fields (offset, size) of struct {}",
+                btf.members(c),
+                rust_fields,
+                "{}: fields (offset, size) of struct {}",
+                btf.label,
                 s.c_name
+            );
+        }
+        assert!(seen, "struct {} is in no object (stale mirror?)", s.c_name);
+    }
+    for btf in &objects {
+        for name in btf.names("STRUCT") {
+            let known = name.starts_with("weft_btf_")
+                || STRUCTS.iter().any(|s| s.c_name == name)
+                || INTERNAL_STRUCTS.iter().any(|(n, _)| *n == name);
+            assert!(
+                known,
+                "{}: struct {name} has no Rust mirror (layout::STRUCTS) and is not listed \
+                 in layout::INTERNAL_STRUCTS",
+                btf.label
             );
         }
     }
 }
 
 #[test]
-fn enums_match_the_c_header() {
-    for program in Program::ALL {
-        let btf = Btf::of(program);
-        for (name, values) in ENUMS {
-            let c = btf.find("ENUM", name);
+fn every_enum_matches_its_mirror_and_every_enum_is_mirrored() {
+    let objects = Btf::current();
+    for (name, values) in ENUMS {
+        let rust_values: BTreeMap<String, u64> =
+            values.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        let mut seen = false;
+        for btf in &objects {
+            let Some(c) = btf.get("ENUM", name) else {
+                continue;
+            };
+            seen = true;
             let c_values: BTreeMap<String, u64> = c["values"]
                 .as_array()
                 .expect("values")
@@ -198,28 +257,79 @@ fn enums_match_the_c_header() {
                     )
                 })
                 .collect();
-            let rust_values: BTreeMap<String, u64> =
-                values.iter().map(|(n, v)| (n.to_string(), *v)).collect();
-            assert_eq!(c_values, rust_values, "{program}: enum {name}");
+            assert_eq!(c_values, rust_values, "{}: enum {name}", btf.label);
         }
-        // Every weft enum in the header is mirrored (a new one must be added to ENUMS).
-        for (kind, name) in btf.named.keys() {
-            if kind == "ENUM" && name.starts_with("weft_") {
-                assert!(
-                    ENUMS.iter().any(|(n, _)| n == name),
-                    "{program}: enum {name} has no Rust mirror"
-                );
-            }
+        assert!(seen, "enum {name} is in no object (stale mirror?)");
+    }
+    for btf in &objects {
+        for name in btf.names("ENUM") {
+            assert!(
+                ENUMS.iter().any(|(n, _)| *n == name),
+                "{}: enum {name} has no Rust mirror (layout::ENUMS)",
+                btf.label
+            );
         }
     }
 }
 
 #[test]
-fn map_definitions_match_the_expected_shapes() {
-    for program in Program::ALL {
-        let btf = Btf::of(program);
-        for spec in &MAPS {
-            btf.check_map(spec);
+fn every_map_matches_its_spec_and_every_map_is_known() {
+    let objects = Btf::current();
+    for spec in &MAPS {
+        let holders: Vec<&Btf> = objects
+            .iter()
+            .filter(|b| b.maps().contains(spec.name))
+            .collect();
+        assert!(!holders.is_empty(), "map {} is in no object", spec.name);
+        for btf in holders {
+            assert_eq!(
+                btf.map_shape(spec.name),
+                spec.shape,
+                "{}: map {} (type, key, value, max_entries, flags) in C vs Rust",
+                btf.label,
+                spec.name
+            );
         }
     }
+    for btf in &objects {
+        for name in btf.maps() {
+            assert!(
+                MAPS.iter().any(|m| m.name == name),
+                "{}: map {name} is not in layout::MAPS",
+                btf.label
+            );
+            assert!(
+                name.len() <= 15,
+                "{}: map name {name} exceeds the kernel's 15 bytes",
+                btf.label
+            );
+        }
+    }
+}
+
+#[test]
+fn earlier_layouts_are_described_as_their_release_built_them() {
+    let legacy: Vec<Btf> = common::legacy::OBJECTS
+        .iter()
+        .map(|(name, _)| Btf::of(&format!("legacy_v0/{name}"), common::legacy::object(name)))
+        .collect();
+    for pred in PREDECESSORS.iter().filter(|p| p.version == 0) {
+        // Layout v0 pinned each map by its own name.
+        for btf in &legacy {
+            assert_eq!(
+                btf.map_shape(pred.pin_name),
+                pred.shape,
+                "{}: map {} of layout v0",
+                btf.label,
+                pred.pin_name
+            );
+        }
+    }
+    let v0_maps: BTreeSet<String> = legacy.iter().flat_map(|b| b.maps()).collect();
+    let described: BTreeSet<String> = PREDECESSORS
+        .iter()
+        .filter(|p| p.version == 0)
+        .map(|p| p.pin_name.to_string())
+        .collect();
+    assert_eq!(v0_maps, described, "every map of layout v0 is migrated");
 }

@@ -91,13 +91,12 @@ fn hostile_interface_names_are_refused() {
     }
 }
 
-#[test]
-fn a_map_pinned_with_another_layout_is_refused_by_agent_and_plugin() {
+/// A map of some shape pinned under `name` in `root`'s maps directory.
+fn pin_foreign_map(root: &std::path::Path, name: &str) -> std::path::PathBuf {
     weft_testkit::require_tool("bpftool");
-    let root = PinRoot::new("mm");
-    let maps = root.path().join("maps");
+    let maps = root.join("maps");
     std::fs::create_dir_all(&maps).expect("mkdir");
-    let pin = maps.join("weft_endpoints");
+    let pin = maps.join(name);
     weft_testkit::run_ok(
         Command::new("bpftool")
             .args(["map", "create"])
@@ -115,6 +114,13 @@ fn a_map_pinned_with_another_layout_is_refused_by_agent_and_plugin() {
                 "weft_endpoints",
             ]),
     );
+    pin
+}
+
+#[test]
+fn a_map_pinned_with_another_layout_is_refused_by_agent_and_plugin() {
+    let root = PinRoot::new("mm");
+    let pin = pin_foreign_map(root.path(), "weft_endpoints_v1");
     match Datapath::load_or_adopt(root.path()) {
         Err(Error::MapMismatch { path, .. }) => assert_eq!(path, pin),
         other => panic!("expected MapMismatch, got {other:?}"),
@@ -127,4 +133,19 @@ fn a_map_pinned_with_another_layout_is_refused_by_agent_and_plugin() {
         pod::ensure_ready(root.path()),
         Err(Error::MapMismatch { .. })
     ));
+}
+
+#[test]
+fn an_unknown_map_under_an_earlier_layouts_name_is_refused_before_anything_is_made() {
+    let root = PinRoot::new("mo");
+    let pin = pin_foreign_map(root.path(), "weft_endpoints");
+    match Datapath::load_or_adopt(root.path()) {
+        Err(Error::MapMismatch { path, .. }) => assert_eq!(path, pin),
+        other => panic!("expected MapMismatch, got {other:?}"),
+    }
+    let left: Vec<_> = std::fs::read_dir(root.path().join("maps"))
+        .expect("maps dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left, [std::ffi::OsString::from("weft_endpoints")]);
 }

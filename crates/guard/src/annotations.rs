@@ -13,6 +13,7 @@ use weft_cni::{Env, NetConf, POD_ANNOTATIONS_KEY};
 use crate::config::GuardConfig;
 use crate::error::GuardError;
 use crate::kube::{self, ApiTarget, Timeouts};
+use crate::pod_security::PodSecurity;
 
 /// The short form some runtimes use for the same capability.
 const POD_ANNOTATIONS_SHORT_KEY: &str = "podAnnotations";
@@ -31,6 +32,9 @@ pub enum Source {
 pub struct Resolved {
     pub source: Source,
     pub annotations: BTreeMap<String, String>,
+    /// The pod's security settings when its spec was read (the API server path), or why
+    /// they could not be read.
+    pub security: Option<Result<PodSecurity, String>>,
 }
 
 /// Finds the annotations for this invocation (see the module docs for the order).
@@ -42,12 +46,14 @@ pub fn resolve(env: &Env, conf: &NetConf, config: &GuardConfig) -> Result<Resolv
         return Ok(Resolved {
             source: Source::RuntimeConfig,
             annotations: runtime.pod_annotations.clone(),
+            security: None,
         });
     }
     let skipped = |reason: String| {
         Ok(Resolved {
             source: Source::Skipped(reason),
             annotations: BTreeMap::new(),
+            security: None,
         })
     };
     let (Some(namespace), Some(name)) = (env.args.k8s_pod_namespace(), env.args.k8s_pod_name())
@@ -75,10 +81,10 @@ pub fn resolve(env: &Env, conf: &NetConf, config: &GuardConfig) -> Result<Resolv
         connect: config.api_connect_timeout,
         total: config.api_timeout,
     };
-    let annotations =
-        kube::get_pod_annotations(&target, namespace, name, timeouts).map_err(api_error)?;
+    let pod = kube::get_pod(&target, namespace, name, timeouts).map_err(api_error)?;
     Ok(Resolved {
         source: Source::ApiServer,
-        annotations,
+        annotations: pod.annotations,
+        security: Some(pod.security),
     })
 }

@@ -8,6 +8,7 @@
 //!   "allowRootProxy": false,
 //!   "apiConnectTimeoutMs": 2000, "apiTimeoutMs": 5000,
 //!   "stateDir": "/var/lib/weft/guard",
+//!   "podSecurityGuarantee": "admission-policy",
 //!   "capabilities": {"io.kubernetes.cri.pod-annotations": true} }
 //! ```
 
@@ -29,6 +30,11 @@ pub const DEFAULT_API_TIMEOUT_MS: u64 = 5000;
 pub const MAX_API_TIMEOUT_MS: u64 = 60_000;
 /// Longest Kubernetes namespace name (a DNS-1123 label).
 const MAX_NAMESPACE_LEN: usize = 63;
+
+/// The one value of `podSecurityGuarantee`: an admission policy (deploy/guard's
+/// ValidatingAdmissionPolicy, or one at least as strict) rejects every opted-in pod the
+/// guard would refuse, so pods whose spec the plugin cannot see may be fenced.
+pub const GUARANTEE_ADMISSION_POLICY: &str = "admission-policy";
 
 /// Which pod namespaces may be looked up in the API server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +76,10 @@ pub struct GuardConfig {
     pub api_connect_timeout: Duration,
     pub api_timeout: Duration,
     pub state_dir: PathBuf,
+    /// Whether the operator states that admission guarantees what a pod's containers hold
+    /// (`podSecurityGuarantee`); without it, a pod whose spec the plugin cannot read (its
+    /// annotations came through runtimeConfig) is refused.
+    pub admission_guarantee: bool,
 }
 
 impl GuardConfig {
@@ -113,6 +123,16 @@ impl GuardConfig {
                 ))
             }
         };
+        let admission_guarantee = match conf.get("podSecurityGuarantee") {
+            None | Some(Value::Null) => false,
+            Some(Value::String(s)) if s == GUARANTEE_ADMISSION_POLICY => true,
+            Some(other) => {
+                return Err(GuardError::config(
+                    "podSecurityGuarantee",
+                    format!("{other} is not \"{GUARANTEE_ADMISSION_POLICY}\" (the only way this plugin knows to guarantee a pod's capabilities and UIDs)"),
+                ))
+            }
+        };
         Ok(GuardConfig {
             network: conf.name.clone(),
             kubeconfig,
@@ -121,6 +141,7 @@ impl GuardConfig {
             api_connect_timeout,
             api_timeout,
             state_dir: state_dir(conf)?,
+            admission_guarantee,
         })
     }
 
@@ -135,6 +156,7 @@ impl GuardConfig {
             api_connect_timeout: Duration::from_millis(DEFAULT_API_CONNECT_TIMEOUT_MS),
             api_timeout: Duration::from_millis(DEFAULT_API_TIMEOUT_MS),
             state_dir: state_dir(conf)?,
+            admission_guarantee: false,
         })
     }
 
@@ -262,6 +284,7 @@ mod tests {
         assert_eq!(config.api_connect_timeout, Duration::from_millis(2000));
         assert_eq!(config.api_timeout, Duration::from_millis(5000));
         assert_eq!(config.state_dir, PathBuf::from(DEFAULT_STATE_DIR));
+        assert!(!config.admission_guarantee);
         assert_eq!(
             config.network_state_dir(),
             PathBuf::from("/var/lib/weft/guard/net1")
@@ -272,9 +295,11 @@ mod tests {
     fn full_config() {
         let config = GuardConfig::from_netconf(&conf(json!({
             "kubeconfig": "/etc/kc", "namespaces": ["a", "b-2", "a"], "allowRootProxy": true,
-            "apiConnectTimeoutMs": 100, "apiTimeoutMs": 300, "stateDir": "/run/g"
+            "apiConnectTimeoutMs": 100, "apiTimeoutMs": 300, "stateDir": "/run/g",
+            "podSecurityGuarantee": "admission-policy"
         })))
         .unwrap();
+        assert!(config.admission_guarantee);
         assert_eq!(config.kubeconfig, Some(PathBuf::from("/etc/kc")));
         assert_eq!(
             config.namespaces,
@@ -313,6 +338,14 @@ mod tests {
             ),
             (json!({"stateDir": ""}), "stateDir"),
             (json!({"stateDir": "var/x"}), "stateDir"),
+            (
+                json!({"podSecurityGuarantee": "yes"}),
+                "podSecurityGuarantee",
+            ),
+            (
+                json!({"podSecurityGuarantee": true}),
+                "podSecurityGuarantee",
+            ),
         ];
         for (extra, field) in cases {
             let error = GuardConfig::from_netconf(&conf(extra.clone())).unwrap_err();

@@ -228,6 +228,7 @@ mod tests {
             api_connect_timeout: Duration::from_secs(1),
             api_timeout: Duration::from_secs(1),
             state_dir: PathBuf::from("/tmp"),
+            admission_guarantee: false,
         }
     }
 

@@ -12,6 +12,7 @@ pub fn rule(rule: &Rule) -> String {
     let mut words: Vec<String> = Vec::new();
     let mut pending: Option<String> = None;
     let mut pending_mask: Option<Vec<u8>> = None;
+    let mut pending_value: Option<Vec<u8>> = None;
     for expr in &rule.exprs {
         match expr {
             Expr::Meta { key, .. } => pending = Some(meta_name(*key)),
@@ -48,7 +49,11 @@ pub fn rule(rule: &Rule) -> String {
             Expr::Immediate {
                 data: ImmediateData::Value(v),
                 ..
-            } => words.push(format!("immediate 0x{}", hex(v))),
+            } => {
+                if let Some(earlier) = pending_value.replace(v.clone()) {
+                    words.push(format!("immediate 0x{}", hex(&earlier)));
+                }
+            }
             Expr::Counter { .. } => words.push("counter".into()),
             Expr::Reject(Reject::TcpReset) => words.push("reject with tcp reset".into()),
             Expr::Reject(Reject::IcmpxUnreach(code)) => {
@@ -59,7 +64,22 @@ pub fn rule(rule: &Rule) -> String {
             }
             Expr::Masq { .. } => words.push("masquerade".into()),
             Expr::Notrack => words.push("notrack".into()),
-            Expr::Unknown { name, .. } => words.push(format!("<{name} expression>")),
+            Expr::Unknown { name, raw } => match (name.as_str(), raw_be32s(raw).as_slice()) {
+                // `meta <key> set` from a register (key, sreg), as the frame fence uses it.
+                ("meta", [(2, key), (3, _)]) => {
+                    let value = pending_value
+                        .take()
+                        .map(|v| format!(" {}", number(&v)))
+                        .unwrap_or_default();
+                    words.push(format!(
+                        "{} set{value}",
+                        meta_name(MetaKey::from_number(*key))
+                    ));
+                }
+                // `fib daddr type` (dreg, result 3 = address type, flags 2 = daddr).
+                ("fib", [(1, _), (2, 3), (3, 2)]) => pending = Some("fib daddr type".into()),
+                _ => words.push(format!("<{name} expression>")),
+            },
         }
     }
     if words.is_empty() {
@@ -81,8 +101,13 @@ fn base_chain(base: &BaseChain) -> String {
         Policy::Accept => "accept",
         Policy::Drop => "drop",
     };
+    let devices = if base.devices.is_empty() {
+        String::new()
+    } else {
+        format!(" devices = {{ {} }}", base.devices.join(", "))
+    };
     format!(
-        "type {} hook {} priority {}; policy {policy}",
+        "type {} hook {}{devices} priority {}; policy {policy}",
         base.chain_type.name(),
         base.hook.name(),
         base.priority
@@ -98,6 +123,7 @@ fn meta_name(key: MetaKey) -> String {
         MetaKey::NfProto => "meta nfproto".into(),
         MetaKey::L4Proto => "meta l4proto".into(),
         MetaKey::Mark => "meta mark".into(),
+        MetaKey::Other(2) => "meta priority".into(),
         other => format!("meta key {}", other.number()),
     }
 }
@@ -105,6 +131,7 @@ fn meta_name(key: MetaKey) -> String {
 fn ct_name(key: CtKey) -> String {
     match key {
         CtKey::State => "ct state".into(),
+        CtKey::Direction => "ct direction".into(),
         other => format!("ct key {}", other.number()),
     }
 }
@@ -141,8 +168,18 @@ fn value_text(what: &str, data: &[u8], mask: Option<&[u8]>) -> String {
                 .collect();
             format!("{name:?}")
         }
-        "meta skuid" | "meta skgid" | "meta mark" if data.len() == 4 => {
-            u32::from_ne_bytes([data[0], data[1], data[2], data[3]]).to_string()
+        "meta skuid" | "meta skgid" | "meta mark" | "meta priority" if data.len() == 4 => {
+            number(data)
+        }
+        // RTN_* address types.
+        "fib daddr type" if data.len() == 4 => {
+            match u32::from_ne_bytes([data[0], data[1], data[2], data[3]]) {
+                1 => "unicast".into(),
+                2 => "local".into(),
+                3 => "broadcast".into(),
+                5 => "multicast".into(),
+                n => n.to_string(),
+            }
         }
         "meta nfproto" if data.len() == 1 => match data[0] {
             2 => "ipv4".into(),
@@ -166,6 +203,11 @@ fn value_text(what: &str, data: &[u8], mask: Option<&[u8]>) -> String {
         "ip saddr" | "ip daddr" => address(data, 4, mask),
         "ip6 saddr" | "ip6 daddr" => address(data, 16, mask),
         "icmp(v6) type" if data.len() == 1 => data[0].to_string(),
+        "ct direction" if data.len() == 1 => match data[0] {
+            0 => "original".into(),
+            1 => "reply".into(),
+            n => n.to_string(),
+        },
         _ => format!("0x{}", hex(data)),
     }
 }
@@ -232,6 +274,35 @@ fn icmpx(code: u8) -> String {
     }
 }
 
+/// A 4-byte register value as a number, anything else as hex.
+fn number(data: &[u8]) -> String {
+    match <[u8; 4]>::try_from(data) {
+        Ok(word) => u32::from_ne_bytes(word).to_string(),
+        Err(_) => format!("0x{}", hex(data)),
+    }
+}
+
+/// The (type, big-endian u32) attributes of a raw expression, in order; empty when any
+/// attribute is not a plain u32.
+fn raw_be32s(raw: &[u8]) -> Vec<(u16, u32)> {
+    let mut out = Vec::new();
+    let mut rest = raw;
+    while rest.len() >= 8 {
+        let len = u16::from_ne_bytes([rest[0], rest[1]]);
+        if len != 8 {
+            return Vec::new();
+        }
+        let ty = u16::from_ne_bytes([rest[2], rest[3]]);
+        out.push((ty, u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]])));
+        rest = &rest[8..];
+    }
+    if rest.is_empty() {
+        out
+    } else {
+        Vec::new()
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -256,7 +327,10 @@ mod tests {
         let spec = ruleset::canonical(&contract).unwrap();
         let text: Vec<String> = spec.chains[0].rules.iter().map(rule).collect();
         assert_eq!(text[0], "oifname \"lo\" accept");
-        assert_eq!(text[1], "ct state established,related accept");
+        assert_eq!(
+            text[1],
+            "ct state established,related ct direction reply accept"
+        );
         assert_eq!(text[2], "meta skuid 1337 accept");
         assert_eq!(text[3], "meta nfproto ipv4 ip daddr 10.96.0.10 accept");
         assert_eq!(text[4], "meta nfproto ipv4 ip daddr 10.96.0.0/12 accept");
@@ -266,13 +340,40 @@ mod tests {
         );
         assert_eq!(
             text[6],
+            "counter meta l4proto icmpv6 meta skuid != 1337 reject with icmpx admin-prohibited"
+        );
+        assert_eq!(
+            text[7],
             "meta nfproto ipv6 meta l4proto icmpv6 icmp(v6) type 133 accept"
         );
-        assert_eq!(text[11], "counter meta l4proto tcp reject with tcp reset");
-        assert_eq!(text[12], "counter reject with icmpx admin-prohibited");
+        assert_eq!(text[12], "counter meta l4proto tcp reject with tcp reset");
+        assert_eq!(text[13], "counter reject with icmpx admin-prohibited");
         assert_eq!(
             chain(&spec.chains[0].chain),
             "chain output (type filter hook output priority -190; policy drop)"
+        );
+        let stamp = crate::frames::Stamp {
+            mark: 7,
+            priority: 9,
+        };
+        let stamping = crate::frames::stamp_chain(stamp).unwrap();
+        assert_eq!(
+            rule(&stamping.rules[1]),
+            "fib daddr type unicast meta mark set 7 meta priority set 9"
+        );
+        let frames = crate::frames::table(stamp, 1337, &["eth0".into()]).unwrap();
+        let text: Vec<String> = frames.chains[0].rules.iter().map(rule).collect();
+        assert_eq!(
+            text,
+            [
+                "meta mark 7 meta priority 9 meta mark set 0 meta priority set 0 accept",
+                "meta skuid 1337 accept",
+                "counter meta skuid != 1337 drop",
+            ]
+        );
+        assert_eq!(
+            chain(&frames.chains[0].chain),
+            "chain egress (type filter hook egress devices = { eth0 } priority -190; policy accept)"
         );
     }
 }

@@ -1,7 +1,7 @@
 //! One error type for the plugin, mapped onto the CNI error codes at the edge.
 //!
-//! Codes: 7 for a netconf or pod contract the plugin refuses (the message names the field
-//! or annotation), 11 when the API server could not be asked (transient: the runtime may
+//! Codes: 7 for a netconf, pod contract or pod spec the plugin refuses (the message names
+//! the field, annotation or container), 11 when the API server could not be asked (transient: the runtime may
 //! retry), 100 for a CHECK that found the fence differs from what the pod asks for, 101 for
 //! everything that went wrong while installing, verifying or removing a fence.
 
@@ -20,6 +20,11 @@ pub enum GuardError {
     /// The pod's annotations ask for something this plugin refuses to enforce.
     #[error("pod contract refused: {annotation}: {reason}")]
     Contract { annotation: String, reason: String },
+
+    /// The pod's containers could leave the fence (capabilities, UIDs): fencing it would
+    /// only look enforced. The message says what each container holds and what to change.
+    #[error("{0}")]
+    PodSecurity(String),
 
     /// The pod could not be looked up, so whether it must be fenced is unknown.
     #[error("looking up pod {namespace}/{name}: {source}")]
@@ -102,7 +107,9 @@ impl GuardError {
     /// The CNI error code this failure is reported with.
     pub fn code(&self) -> u32 {
         match self {
-            GuardError::Config { .. } | GuardError::Contract { .. } => INVALID_CONFIG,
+            GuardError::Config { .. }
+            | GuardError::Contract { .. }
+            | GuardError::PodSecurity(_) => INVALID_CONFIG,
             GuardError::Api { source, .. } if source.is_transient() => TRY_AGAIN_LATER,
             GuardError::CheckFailed(_) => PLUGIN_CHECK_FAILED,
             _ => PLUGIN_INTERNAL,

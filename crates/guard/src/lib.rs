@@ -10,11 +10,14 @@
 //! - [`contract`]: the pod annotations and what they ask for;
 //! - [`annotations`]: where the annotations come from (runtimeConfig or the API server);
 //! - [`kube`]: a small blocking Kubernetes client (kubeconfig, one GET);
+//! - [`pod_security`]: what a fenced pod's containers may hold (capabilities, UIDs);
 //! - [`ruleset`]: the canonical fence for a contract;
+//! - [`frames`]: the netdev egress fence that drops raw frames the inet fence never sees;
 //! - [`netns`], [`fence`], [`verify`], [`probe`], [`bpf_links`]: installing the fence,
 //!   reading it back and proving it works;
 //! - [`state`]: what ADD recorded per attachment, for DEL and GC;
 //! - [`commands`]: ADD, CHECK, DEL, GC and STATUS; [`plugin`] dispatches to them;
+//! - [`lsm`]: the BPF LSM programs, probed (loaded, never attached) by `weft status`;
 //! - [`selftest`]: the node-level checks `weft status` runs.
 
 pub mod annotations;
@@ -26,9 +29,12 @@ pub mod describe;
 pub mod error;
 pub mod fault;
 pub mod fence;
+pub mod frames;
 pub mod kube;
+pub mod lsm;
 pub mod netns;
 pub mod plugin;
+pub mod pod_security;
 pub mod probe;
 pub mod ruleset;
 pub mod selftest;

@@ -3,11 +3,15 @@
 //! 1. The table read back equals the canonical rendering exactly (`==` on the decoded
 //!    model, not substrings of a listing): an extra accept, an emptied chain, a dormant
 //!    table or another UID all differ, and the message names the difference.
+//!    The same holds for the frame fence ([`crate::frames`]), whose device list must be
+//!    every device of the namespace but `lo`.
 //! 2. Nothing runs before it on the output path: no other base chain on the output hook
-//!    (inet, ip, ip6) at the same or an earlier priority, no legacy iptables `raw` table
+//!    (inet, ip, ip6) at the same or an earlier priority, none on the netdev egress hook of
+//!    a fenced device at or before the frame fence, no legacy iptables `raw` table
 //!    (priority -300) in the namespace, and no BPF netfilter program on LOCAL_OUT at the
 //!    same or an earlier priority anywhere on the node.
-//! 3. The active probe ([`crate::probe`]) is refused.
+//! 3. The active probe ([`crate::probe`]) is refused: a UDP datagram, and (CHECK only, see
+//!    [`Probe`]) a raw frame sent with `PACKET_QDISC_BYPASS` by a UID holding CAP_NET_RAW.
 
 use weft_nft::{ChainEntry, ChainSpec, Family, Hook, NftSocket, Rule, TableSpec};
 
@@ -15,31 +19,68 @@ use crate::bpf_links;
 use crate::describe;
 use crate::error::GuardError;
 use crate::fence;
+use crate::frames;
 use crate::netns::Entered;
 use crate::probe;
-use crate::ruleset::{FAMILY, PRIORITY, SKUID_RULE_INDEX, TABLE};
+use crate::ruleset::{FenceSpec, FAMILY, PRIORITY, SKUID_RULE_INDEX, TABLE};
+
+/// How much of the active probe to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// The datagram only (ADD). Closing an AF_PACKET socket waits for an RCU grace period
+    /// (`synchronize_net` in packet_release, 10-20 ms on a busy node), too much for every
+    /// pod start; the frame fence is proven by its exact readback there.
+    Datagram,
+    /// The datagram and, with a frame fence, a raw frame with `PACKET_QDISC_BYPASS` (CHECK):
+    /// this also proves the kernel runs netdev egress for bypass sends.
+    DatagramAndFrame,
+}
 
 /// Everything that keeps `expected` from being proven in force; empty when it is. The
 /// calling thread is inside the pod's namespace (`_inside`), where `sock` was opened.
 pub fn prove(
     _inside: &Entered<'_>,
     sock: &NftSocket,
-    expected: &TableSpec,
+    expected: &FenceSpec,
     proxy_uid: u32,
     ifname: &str,
+    probe: Probe,
 ) -> Result<Vec<String>, GuardError> {
     let found = fence::read(sock)?;
-    let mut differences = table_differences(found.as_ref(), &expected.normalized(), proxy_uid);
+    let mut differences = table_differences(found.as_ref(), &expected.inet.normalized(), proxy_uid);
+    let found_frames = fence::read_frames(sock)?.map(|mut t| {
+        // The kernel reports a chain's devices in its own order.
+        for c in &mut t.chains {
+            if let Some(base) = c.chain.base.as_mut() {
+                base.devices.sort();
+            }
+        }
+        t
+    });
+    match (&expected.frames, found_frames.as_ref()) {
+        (Some(want), found) => {
+            differences.extend(table_differences(found, &want.normalized(), proxy_uid))
+        }
+        (None, Some(_)) => differences.push(format!(
+            "table {} {TABLE} exists, but the namespace has no device besides lo",
+            frames::FAMILY
+        )),
+        (None, None) => {}
+    }
     let chains = sock
         .list_chains(None)
         .map_err(|e| GuardError::nft("list chains", e))?;
     differences.extend(chains_ahead(&chains));
+    if let Some(want) = &expected.frames {
+        differences.extend(frame_chains_ahead(&chains, want));
+    }
     differences.extend(legacy_tables_ahead());
     differences.extend(bpf_links_ahead());
     // Only a fence that reads back right is probed: a wrong one already fails, and a probe
     // that is not refused would really leave the pod.
     if differences.is_empty() {
-        if let Err(why) = probe::require_refused(ifname, proxy_uid) {
+        let frames = probe == Probe::DatagramAndFrame && expected.frames.is_some();
+        if let Err(why) = probe::require_refused(ifname, proxy_uid, frames) {
             differences.push(why);
         }
     }
@@ -52,8 +93,9 @@ pub fn table_differences(
     expected: &TableSpec,
     proxy_uid: u32,
 ) -> Vec<String> {
+    let family = expected.table.family;
     let Some(found) = found else {
-        return vec![format!("table {FAMILY} {TABLE} is missing")];
+        return vec![format!("table {family} {TABLE} is missing")];
     };
     if found == expected {
         return Vec::new();
@@ -62,12 +104,12 @@ pub fn table_differences(
     if found.table.flags != expected.table.flags {
         if found.table.flags & weft_nft::table_flags::DORMANT != 0 {
             out.push(format!(
-                "table {FAMILY} {TABLE} is dormant (flags {:#x}): its chains are unhooked and enforce nothing",
+                "table {family} {TABLE} is dormant (flags {:#x}): its chains are unhooked and enforce nothing",
                 found.table.flags
             ));
         } else {
             out.push(format!(
-                "table {FAMILY} {TABLE} has flags {:#x}, expected {:#x}",
+                "table {family} {TABLE} has flags {:#x}, expected {:#x}",
                 found.table.flags, expected.table.flags
             ));
         }
@@ -79,7 +121,7 @@ pub fn table_differences(
             .find(|c| c.chain.name == want.chain.name)
         {
             None => out.push(format!(
-                "chain {} is missing from table {FAMILY} {TABLE}",
+                "chain {} is missing from table {family} {TABLE}",
                 want.chain.name
             )),
             Some(have) => {
@@ -100,14 +142,14 @@ pub fn table_differences(
         .filter(|c| !expected.chains.iter().any(|w| w.chain.name == c.chain.name))
     {
         out.push(format!(
-            "unexpected {} with {} rules in table {FAMILY} {TABLE}",
+            "unexpected {} with {} rules in table {family} {TABLE}",
             describe::chain(&extra.chain),
             extra.rules.len()
         ));
     }
     if out.is_empty() {
         out.push(format!(
-            "table {FAMILY} {TABLE} differs from the canonical fence"
+            "table {family} {TABLE} differs from the canonical fence"
         ));
     }
     out
@@ -154,7 +196,8 @@ fn rule_differences(want: &ChainSpec, have: &ChainSpec, proxy_uid: u32) -> Vec<S
     out
 }
 
-/// The proxy UID of `have` when it differs from `want` in that rule and nowhere else.
+/// The proxy UID of `have` when it differs from `want` in the UID compared by `meta skuid`
+/// and nowhere else (the fence names the proxy UID in more than one rule).
 fn only_uid_differs(want: &[Rule], have: &[Rule]) -> Option<u32> {
     if want.len() != have.len() {
         return None;
@@ -162,13 +205,42 @@ fn only_uid_differs(want: &[Rule], have: &[Rule]) -> Option<u32> {
     let differing: Vec<usize> = (0..want.len())
         .filter(|i| want.get(*i) != have.get(*i))
         .collect();
-    if differing != [SKUID_RULE_INDEX] {
+    if !differing.contains(&SKUID_RULE_INDEX) {
         return None;
     }
-    let rule = have.get(SKUID_RULE_INDEX)?;
-    let uid = skuid_of(rule)?;
+    let same_but_uid = differing
+        .iter()
+        .all(|i| matches!((want.get(*i), have.get(*i)), (Some(w), Some(h)) if without_uid(w) == without_uid(h)));
+    if !same_but_uid {
+        return None;
+    }
     skuid_of(want.get(SKUID_RULE_INDEX)?)?;
-    Some(uid)
+    skuid_of(have.get(SKUID_RULE_INDEX)?)
+}
+
+/// The rule with the value of every `meta skuid` comparison blanked.
+fn without_uid(rule: &Rule) -> Vec<weft_nft::Expr> {
+    use weft_nft::{Expr, MetaKey};
+    let mut out = Vec::with_capacity(rule.exprs.len());
+    let mut after_skuid = false;
+    for e in &rule.exprs {
+        match e {
+            Expr::Cmp { op, sreg, .. } if after_skuid => out.push(Expr::Cmp {
+                op: *op,
+                sreg: *sreg,
+                data: Vec::new(),
+            }),
+            other => out.push(other.clone()),
+        }
+        after_skuid = matches!(
+            e,
+            Expr::Meta {
+                key: MetaKey::SkUid,
+                ..
+            }
+        );
+    }
+    out
 }
 
 /// The UID of a `meta skuid <uid> accept` rule.
@@ -259,6 +331,35 @@ pub fn chains_ahead(chains: &[ChainEntry]) -> Vec<String> {
                 format!(
                     "chain {} {} {} hooks output at priority {}, at or before the fence's {PRIORITY}: it runs first",
                     c.family, c.table, c.chain.name, base.priority
+                )
+            })
+        })
+        .collect()
+}
+
+/// Netdev chains other than the frame fence on the egress hook of a fenced device that run
+/// at its priority or earlier: they see frames first and could re-stamp them.
+pub fn frame_chains_ahead(chains: &[ChainEntry], frames: &TableSpec) -> Vec<String> {
+    let fenced: Vec<&String> = frames
+        .chains
+        .iter()
+        .filter_map(|c| c.chain.base.as_ref())
+        .flat_map(|b| b.devices.iter())
+        .collect();
+    chains
+        .iter()
+        .filter(|c| c.family == Family::Netdev && c.table != TABLE)
+        .filter_map(|c| {
+            let base = c.chain.base.as_ref()?;
+            let shared = base.devices.iter().any(|d| fenced.contains(&d));
+            (base.hook == Hook::Egress && base.priority <= frames::PRIORITY && shared).then(|| {
+                format!(
+                    "chain netdev {} {} hooks egress of {} at priority {}, at or before the frame fence's {}: it runs first",
+                    c.table,
+                    c.chain.name,
+                    base.devices.join(","),
+                    base.priority,
+                    frames::PRIORITY
                 )
             })
         })

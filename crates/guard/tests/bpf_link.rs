@@ -84,6 +84,7 @@ fn a_bpf_program_ahead_of_the_fence_fails_verification() {
         api_connect_timeout: Duration::from_secs(1),
         api_timeout: Duration::from_secs(1),
         state_dir: PathBuf::from(&state),
+        admission_guarantee: true,
     };
     let contract = Contract {
         proxy_uid: 1337,

@@ -1,4 +1,4 @@
-//! The five configurations the bench compares, and the order they run in.
+//! The configurations the bench compares, and the order they run in.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -15,15 +15,19 @@ pub enum Config {
     WeftCrossNode,
     /// Two bridge-plugin pods on different nodes joined by flannel-style kernel VXLAN.
     ReferenceCrossNode,
+    /// The weft same-node pair again, the client connecting to a ClusterIP whose one
+    /// backend is the server pod: from_pod's per-packet translation against pod-direct.
+    WeftClusterIp,
 }
 
 impl Config {
-    pub const ALL: [Config; 5] = [
+    pub const ALL: [Config; 6] = [
         Config::RawVeth,
         Config::WeftSameNode,
         Config::BridgeSameNode,
         Config::WeftCrossNode,
         Config::ReferenceCrossNode,
+        Config::WeftClusterIp,
     ];
 
     pub const fn label(self) -> &'static str {
@@ -33,6 +37,7 @@ impl Config {
             Config::BridgeSameNode => "bridge same-node",
             Config::WeftCrossNode => "weft cross-node",
             Config::ReferenceCrossNode => "reference cross-node",
+            Config::WeftClusterIp => "weft ClusterIP",
         }
     }
 
@@ -44,18 +49,22 @@ impl Config {
             Config::BridgeSameNode => "bridge-same-node",
             Config::WeftCrossNode => "weft-cross-node",
             Config::ReferenceCrossNode => "reference-cross-node",
+            Config::WeftClusterIp => "weft-clusterip",
         }
     }
 
     pub const fn is_weft(self) -> bool {
-        matches!(self, Config::WeftSameNode | Config::WeftCrossNode)
+        matches!(
+            self,
+            Config::WeftSameNode | Config::WeftCrossNode | Config::WeftClusterIp
+        )
     }
 }
 
 /// The order of repetition `rep`: every configuration once, starting one further along
 /// each time, so no configuration always runs first (after an idle moment) or always
 /// right after the same neighbour.
-pub fn order(rep: usize) -> [Config; 5] {
+pub fn order(rep: usize) -> [Config; Config::ALL.len()] {
     let n = Config::ALL.len();
     std::array::from_fn(|k| Config::ALL[(rep + k) % n])
 }
@@ -65,7 +74,12 @@ pub fn order(rep: usize) -> [Config; 5] {
 pub struct Pair {
     pub client_netns: PathBuf,
     pub server_netns: PathBuf,
+    /// What the servers bind.
     pub server_ip: Ipv4Addr,
+    /// What the client connects to: `server_ip`, or a Service address leading there.
+    pub connect_ip: Ipv4Addr,
+    /// Whether this pair has its own iperf3 server (a Service pair reuses its backend's).
+    pub own_server: bool,
 }
 
 #[cfg(test)]
@@ -81,6 +95,6 @@ mod tests {
         }
         assert_eq!(order(0)[0], Config::RawVeth);
         assert_eq!(order(1)[0], Config::WeftSameNode);
-        assert_eq!(order(5), order(0));
+        assert_eq!(order(Config::ALL.len()), order(0));
     }
 }

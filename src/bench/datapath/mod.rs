@@ -5,7 +5,8 @@
 //! 2. weft same-node (`bpf_redirect_peer`);
 //! 3. Debian's `bridge` plugin same-node;
 //! 4. weft cross-node (eBPF steering into the fixed-VNI VXLAN device);
-//! 5. the flannel-style kernel VXLAN reference cross-node.
+//! 5. the flannel-style kernel VXLAN reference cross-node;
+//! 6. weft same-node again through a ClusterIP (from_pod's per-packet translation).
 //!
 //! Method and caveats: docs/benchmarks.md. Nothing here asserts timing.
 
@@ -99,8 +100,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         keep: args.keep,
     })?;
     eprintln!(
-        "built in {:.1} s; {reps} repetitions x 5 configurations x {seconds} s",
-        started.elapsed().as_secs_f64()
+        "built in {:.1} s; {reps} repetitions x {} configurations x {seconds} s",
+        started.elapsed().as_secs_f64(),
+        configs::Config::ALL.len()
     );
 
     let rr_opts = rr::RrOptions {
@@ -171,12 +173,19 @@ fn measure(
             } else {
                 None
             };
-            let throughput = iperf::run_client(&pair.client_netns, pair.server_ip, client)
+            let throughput = iperf::run_client(&pair.client_netns, pair.connect_ip, client)
                 .with_context(|| format!("{} throughput", config.label()))?;
             interrupt::check()?;
             let server = std::net::SocketAddrV4::new(pair.server_ip, RR_PORT);
-            let latency = rr::run(&pair.client_netns, &pair.server_netns, server, rr_opts)
-                .with_context(|| format!("{} latency", config.label()))?;
+            let connect = std::net::SocketAddrV4::new(pair.connect_ip, RR_PORT);
+            let latency = rr::run(
+                &pair.client_netns,
+                &pair.server_netns,
+                server,
+                connect,
+                rr_opts,
+            )
+            .with_context(|| format!("{} latency", config.label()))?;
             if let Some(before) = before {
                 let after = world.weft_counters()?;
                 results.add_counters(config, &counter_growth(&before, &after));

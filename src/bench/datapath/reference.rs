@@ -298,6 +298,7 @@ mod tests {
             pod_ns[0].path(),
             pod_ns[1].path(),
             std::net::SocketAddrV4::new(pod_ips[1], 5202),
+            std::net::SocketAddrV4::new(pod_ips[1], 5202),
             rr::RrOptions {
                 warmup: 5,
                 timed: 50,
@@ -321,6 +322,7 @@ mod tests {
         let again = rr::run(
             pod_ns[0].path(),
             pod_ns[1].path(),
+            std::net::SocketAddrV4::new(pod_ips[1], 5202),
             std::net::SocketAddrV4::new(pod_ips[1], 5202),
             rr::RrOptions {
                 warmup: 5,

@@ -249,6 +249,18 @@ pub fn render(setup: &Setup, results: &Results) -> String {
             Config::ReferenceCrossNode,
             Metric::P50,
         ),
+        (
+            "ClusterIP/pod-direct (same node)",
+            Config::WeftClusterIp,
+            Config::WeftSameNode,
+            Metric::Gbps,
+        ),
+        (
+            "ClusterIP/pod-direct latency",
+            Config::WeftClusterIp,
+            Config::WeftSameNode,
+            Metric::P50,
+        ),
     ] {
         let s = results.paired(num, den, metric);
         if s.n > 0 {
@@ -271,6 +283,10 @@ pub fn render(setup: &Setup, results: &Results) -> String {
     let _ = writeln!(out, "ratio same-node weft/veth: {same:.2}");
     let _ = writeln!(out, "ratio cross-node weft/reference: {cross:.2}");
     let _ = writeln!(out, "ratio cross-node-latency weft/reference: {latency:.2}");
+    let cluster_ip = results.ratio(Config::WeftClusterIp, Config::WeftSameNode, Metric::Gbps);
+    if !cluster_ip.is_nan() {
+        let _ = writeln!(out, "ratio ClusterIP/pod-direct same-node: {cluster_ip:.2}");
+    }
     out
 }
 

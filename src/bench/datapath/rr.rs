@@ -75,11 +75,12 @@ impl RrSample {
 }
 
 /// Runs one probe: a server thread in `server_ns` listening on `server`, a client thread in
-/// `client_ns` connecting to it.
+/// `client_ns` connecting to `connect` (`server`, or a Service address leading to it).
 pub fn run(
     client_ns: &Path,
     server_ns: &Path,
     server: SocketAddrV4,
+    connect: SocketAddrV4,
     opts: RrOptions,
 ) -> anyhow::Result<RrSample> {
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
@@ -106,8 +107,8 @@ pub fn run(
         Err(_) => bail!("latency server in {} did not start", server_ns.display()),
     }
     let client = spawn_in_netns(client_ns, move || {
-        let stream = TcpStream::connect_timeout(&server.into(), opts.stall)
-            .with_context(|| format!("connect to {server}"))?;
+        let stream = TcpStream::connect_timeout(&connect.into(), opts.stall)
+            .with_context(|| format!("connect to {connect}"))?;
         stream.set_nodelay(true)?;
         pin_to_cpu(opts.client_cpu)?;
         set_nice(opts.nice)?;
@@ -240,7 +241,8 @@ mod tests {
             timed: 200,
             ..RrOptions::default()
         };
-        let sample = run(a.path(), b.path(), "192.0.2.2:5202".parse().unwrap(), opts).unwrap();
+        let server = "192.0.2.2:5202".parse().unwrap();
+        let sample = run(a.path(), b.path(), server, server, opts).unwrap();
         assert_eq!(sample.round_trips, 200);
         assert!(sample.p50_us > 0.0 && sample.p50_us <= sample.p99_us);
     }
@@ -251,13 +253,8 @@ mod tests {
         let a = weft_testkit::Netns::new("rc");
         let b = weft_testkit::Netns::new("rd");
         // 192.0.2.9 exists nowhere: the server cannot bind it.
-        let err = run(
-            a.path(),
-            b.path(),
-            "192.0.2.9:5202".parse().unwrap(),
-            RrOptions::default(),
-        )
-        .unwrap_err();
+        let nowhere = "192.0.2.9:5202".parse().unwrap();
+        let err = run(a.path(), b.path(), nowhere, nowhere, RrOptions::default()).unwrap_err();
         assert!(
             format!("{err:#}").contains("listen on 192.0.2.9:5202"),
             "{err:#}"

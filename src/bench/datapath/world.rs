@@ -32,6 +32,9 @@ use crate::netns_exec::enter_netns_before_exec;
 pub const POD_MTU: u32 = 1450;
 /// Underlay addresses of the reference nodes, beside the weft nodes' 198.51.100.11/.12.
 const REF_UNDERLAY_BASE: u8 = 220;
+/// The ClusterIP of the per-packet service configuration: in the benchmarking range
+/// (RFC 2544), which no namespace of the bench routes.
+const CLUSTER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 10);
 
 #[derive(Debug, Clone)]
 pub struct WorldOptions {
@@ -134,7 +137,10 @@ impl World {
             client_netns: client.to_path_buf(),
             server_netns: server.to_path_buf(),
             server_ip: ip,
+            connect_ip: ip,
+            own_server: true,
         };
+        program_cluster_ip(&topology.pin_root(1), same_ip)?;
         world.pairs = vec![
             (Config::RawVeth, pair(&veth_a, &veth_b, veth_b_ip)),
             (
@@ -152,6 +158,14 @@ impl World {
             (
                 Config::ReferenceCrossNode,
                 pair(&ref_client_ns, &ref_cross_ns, ref_cross_ip),
+            ),
+            (
+                Config::WeftClusterIp,
+                Pair {
+                    connect_ip: CLUSTER_IP,
+                    own_server: false,
+                    ..pair(&weft_client_ns, &same_ns, same_ip)
+                },
             ),
         ];
 
@@ -179,7 +193,7 @@ impl World {
             }
         }
 
-        for (config, p) in &world.pairs {
+        for (config, p) in world.pairs.iter().filter(|(_, p)| p.own_server) {
             let log = iperf::log_path(&opts.dir, config.slug());
             let server = IperfServer::start(&p.server_netns, p.server_ip, opts.nice, &log)
                 .with_context(|| format!("iperf3 server for {}", config.label()))?;
@@ -226,6 +240,21 @@ impl Drop for World {
             eprintln!("weft bench datapath: cleanup: {e:#}");
         }
     }
+}
+
+/// A ClusterIP on node 1 for the iperf3 and latency ports of `backend` (the same-node
+/// server pod), programmed through the datapath's service API as the agent will.
+fn program_cluster_ip(pin_root: &Path, backend: Ipv4Addr) -> anyhow::Result<()> {
+    use weft_datapath::{Backend, Frontend, FrontendSpec, L4Proto, Services};
+    let mut services = Services::open(pin_root).context("open the service maps")?;
+    for port in [iperf::PORT, super::RR_PORT] {
+        let frontend = Frontend::internal(CLUSTER_IP.into(), port, L4Proto::Tcp);
+        let spec = FrontendSpec::cluster_ip(vec![Backend::new((backend, port).into())]);
+        services
+            .upsert_frontend(frontend, &spec)
+            .with_context(|| format!("program the ClusterIP {frontend}"))?;
+    }
+    Ok(())
 }
 
 fn pod_of(

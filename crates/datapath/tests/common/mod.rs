@@ -2,9 +2,16 @@
 //! crafted frames and a `BPF_PROG_TEST_RUN` wrapper.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod cluster;
+pub mod flows;
 pub mod frames;
+pub mod harness;
 pub mod hooks;
+pub mod legacy;
+pub mod packet;
+pub mod pods;
 pub mod scenario;
+pub mod servers;
 
 use aya::programs::{SchedClassifier, TestRun, TestRunOptions};
 use std::fs::File;
@@ -122,6 +129,63 @@ pub fn expect(
         );
     }
     run
+}
+
+/// What one program run did: its verdict and output frame, the one outcome counter that
+/// moved, and every event that moved (with how much).
+#[derive(Debug)]
+pub struct Outcome {
+    pub retval: u32,
+    pub out: Vec<u8>,
+    pub counter: weft_datapath::Counter,
+    pub events: Vec<(weft_datapath::Event, u64)>,
+}
+
+impl Outcome {
+    pub fn event(&self, event: weft_datapath::Event) -> u64 {
+        self.events
+            .iter()
+            .find(|(e, _)| *e == event)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    /// The output frame, read back.
+    pub fn parsed(&self) -> packet::Parsed {
+        packet::parse(&self.out)
+    }
+}
+
+/// Runs `frame` through `program`, checks that exactly one outcome counter moved, by
+/// one, and returns what happened.
+pub fn run(root: &Path, program: Program, frame: &[u8]) -> Outcome {
+    let tables = Tables::open(root).expect("open pinned maps");
+    let (counters, events) = (tables.counters().unwrap(), tables.events().unwrap());
+    let r = test_run(root, program, frame);
+    let (counters2, events2) = (tables.counters().unwrap(), tables.events().unwrap());
+    let moved: Vec<_> = weft_datapath::Counter::ALL
+        .into_iter()
+        .filter(|c| counters2.get(*c) != counters.get(*c))
+        .collect();
+    assert_eq!(
+        moved.len(),
+        1,
+        "{program}: one outcome per packet, got {moved:?} (verdict {})",
+        r.retval
+    );
+    assert_eq!(counters2.get(moved[0]) - counters.get(moved[0]), 1);
+    let events = weft_datapath::Event::ALL
+        .into_iter()
+        .filter_map(|e| {
+            let d = events2.get(e) - events.get(e);
+            (d > 0).then_some((e, d))
+        })
+        .collect();
+    Outcome {
+        retval: r.retval,
+        out: r.data_out,
+        counter: moved[0],
+        events,
+    }
 }
 
 /// A network namespace holding a fixed-VNI VXLAN device with MTU 1450, as a node has.

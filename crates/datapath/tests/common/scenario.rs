@@ -27,6 +27,13 @@ pub struct Addrs {
     pub remote_pod: &'static str,
     /// In no route at all: outside the cluster.
     pub world: &'static str,
+    /// A pod on this node that serves as a backend; on the test run's ifindex too, so its
+    /// replies can be run through from_pod.
+    pub backend_local: &'static str,
+    /// The node's service CIDR, a ClusterIP in it, and an address in it no service has.
+    pub service_cidr: &'static str,
+    pub service: &'static str,
+    pub unallocated: &'static str,
 }
 
 pub const V4: Addrs = Addrs {
@@ -38,6 +45,10 @@ pub const V4: Addrs = Addrs {
     remote_cidr: "10.244.2.0/24",
     remote_pod: "10.244.2.20",
     world: "203.0.113.1",
+    backend_local: "10.244.1.12",
+    service_cidr: "10.96.0.0/16",
+    service: "10.96.0.10",
+    unallocated: "10.96.0.99",
 };
 
 pub const V6: Addrs = Addrs {
@@ -49,6 +60,10 @@ pub const V6: Addrs = Addrs {
     remote_cidr: "fd00:10:244:2::/64",
     remote_pod: "fd00:10:244:2::20",
     world: "2001:db8::1",
+    backend_local: "fd00:10:244:1::12",
+    service_cidr: "fd00:10:96::/112",
+    service: "fd00:10:96::10",
+    unallocated: "fd00:10:96::99",
 };
 
 pub fn ip(s: &str) -> IpAddr {
@@ -106,4 +121,27 @@ pub fn node(root: &Path, vxlan_ifindex: u32) -> Datapath {
         .expect("config");
     }
     dp
+}
+
+pub const BACKEND_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x0c, 0x01];
+
+/// [`node`], plus a local backend pod and the service CIDRs, for the service tests.
+pub fn service_node(root: &Path, vxlan_ifindex: u32) -> (Datapath, weft_datapath::Services) {
+    let dp = node(root, vxlan_ifindex);
+    for a in [V4, V6] {
+        pod::add_endpoint(
+            root,
+            ip(a.backend_local),
+            EndpointInfo {
+                ifindex: TEST_RUN_IFINDEX,
+                mac: BACKEND_MAC,
+            },
+        )
+        .expect("add backend endpoint");
+    }
+    let mut services = dp.services().expect("open services");
+    services
+        .set_service_cidrs(&[net(V4.service_cidr), net(V6.service_cidr)])
+        .expect("service CIDRs");
+    (dp, services)
 }

@@ -11,7 +11,9 @@ use crate::contract::{Contract, Decision};
 use crate::error::GuardError;
 use crate::fault::{self, Step};
 use crate::fence;
+use crate::frames::{self, Stamp};
 use crate::netns::PodNetns;
+use crate::pod_security;
 use crate::ruleset;
 use crate::state::{Record, Store};
 use crate::verify;
@@ -31,6 +33,7 @@ pub fn run(env: &Env, conf: &NetConf) -> Result<Option<String>, GuardError> {
         Decision::PassThrough => return Ok(Some(output)),
         Decision::Enforce(contract) => contract,
     };
+    pod_security::admit(&resolved, contract.proxy_uid, &config)?;
     let (container_id, ifname) = super::attachment(env)?;
     let netns = super::netns_path(env)?;
     enforce(
@@ -53,10 +56,11 @@ pub fn enforce(
     netns: &Path,
     fault: Option<Step>,
 ) -> Result<(), GuardError> {
-    let spec = ruleset::canonical(contract)?;
     let pod = PodNetns::open(netns)?;
     let inside = pod.enter()?;
     let sock = inside.nft_socket()?;
+    // Read inside the pod: the frame fence covers every device it has but lo.
+    let spec = ruleset::fence(contract, Stamp::random()?, &frames::devices()?)?;
     let store = Store::new(config.network_state_dir());
     let record = Record {
         container_id: container_id.to_string(),
@@ -75,7 +79,14 @@ pub fn enforce(
         fault::check(fault, Step::BeforeInstall)?;
         fence::install(&sock, &spec, fault)?;
         fault::check(fault, Step::AfterInstall)?;
-        let mut differences = verify::prove(&inside, &sock, &spec, contract.proxy_uid, ifname)?;
+        let mut differences = verify::prove(
+            &inside,
+            &sock,
+            &spec,
+            contract.proxy_uid,
+            ifname,
+            verify::Probe::Datagram,
+        )?;
         if fault == Some(Step::Verify) {
             differences.push(GuardError::Fault(Step::Verify.name()).to_string());
         }

@@ -13,7 +13,9 @@ use crate::config::GuardConfig;
 use crate::contract::Decision;
 use crate::error::GuardError;
 use crate::fence;
+use crate::frames::{self, Stamp};
 use crate::netns::PodNetns;
+use crate::pod_security;
 use crate::ruleset::{self, FAMILY, TABLE};
 use crate::verify;
 
@@ -33,15 +35,36 @@ pub fn run(env: &Env, conf: &NetConf) -> Result<Option<String>, GuardError> {
     let sock = inside.nft_socket()?;
     match decision {
         Decision::PassThrough => {
-            if fence::read(&sock)?.is_some() {
+            if fence::read(&sock)?.is_some() || fence::read_frames(&sock)?.is_some() {
                 return Err(GuardError::CheckFailed(format!(
-                    "the pod does not opt in to the guard, but table {FAMILY} {TABLE} exists in its namespace (a stale fence)"
+                    "the pod does not opt in to the guard, but a table {TABLE} ({FAMILY} or {}) exists in its namespace (a stale fence)",
+                    frames::FAMILY
                 )));
             }
         }
         Decision::Enforce(contract) => {
-            let spec = ruleset::canonical(&contract)?;
-            let differences = verify::prove(&inside, &sock, &spec, contract.proxy_uid, &ifname)?;
+            // A pod that could go around the fence is not fenced, whatever the table says.
+            pod_security::admit(&resolved, contract.proxy_uid, &config)
+                .map_err(|e| GuardError::CheckFailed(e.to_string()))?;
+            // The stamp is the fence's secret: CHECK takes it from the installed table (a
+            // fence without one fails the comparison for that reason) and the devices from
+            // the namespace as it is now, so one added since ADD shows as not fenced.
+            let stamp = fence::read(&sock)?
+                .as_ref()
+                .and_then(frames::stamp_of)
+                .unwrap_or(Stamp {
+                    mark: 0,
+                    priority: 0,
+                });
+            let spec = ruleset::fence(&contract, stamp, &frames::devices()?)?;
+            let differences = verify::prove(
+                &inside,
+                &sock,
+                &spec,
+                contract.proxy_uid,
+                &ifname,
+                verify::Probe::DatagramAndFrame,
+            )?;
             if !differences.is_empty() {
                 return Err(GuardError::CheckFailed(format!(
                     "egress fence for proxy uid {} is not in force: {}",

@@ -10,6 +10,7 @@ use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConf
 use super::kubeconfig::{read_limited, ApiTarget, Auth, ClientIdentity};
 use super::ApiError;
 use crate::config::is_namespace_name;
+use crate::pod_security::PodSecurity;
 
 /// Largest pod object accepted (real ones are a few KiB; managed fields can add tens).
 const MAX_BODY: u64 = 4 << 20;
@@ -23,15 +24,35 @@ pub struct Timeouts {
     pub total: Duration,
 }
 
-/// GETs `/api/v1/namespaces/<namespace>/pods/<name>` and returns its annotations (empty
-/// when it has none). Any failure, including a non-2xx answer or an object that is not
-/// that pod, is an error: the caller cannot tell whether the pod asks for a fence.
+/// What the guard reads of one pod: its annotations and its security settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodInfo {
+    /// Empty when the pod has none.
+    pub annotations: BTreeMap<String, String>,
+    /// The spec's security settings, or why they could not be read (which only matters
+    /// for a pod that opts in).
+    pub security: Result<PodSecurity, String>,
+}
+
+/// [`get_pod`], keeping only the annotations.
 pub fn get_pod_annotations(
     target: &ApiTarget,
     namespace: &str,
     name: &str,
     timeouts: Timeouts,
 ) -> Result<BTreeMap<String, String>, ApiError> {
+    get_pod(target, namespace, name, timeouts).map(|pod| pod.annotations)
+}
+
+/// GETs `/api/v1/namespaces/<namespace>/pods/<name>`. Any failure, including a non-2xx
+/// answer, an object that is not that pod or a spec field of the wrong type, is an error:
+/// the caller cannot tell whether (or how safely) the pod can be fenced.
+pub fn get_pod(
+    target: &ApiTarget,
+    namespace: &str,
+    name: &str,
+    timeouts: Timeouts,
+) -> Result<PodInfo, ApiError> {
     if !is_namespace_name(namespace) {
         return Err(ApiError::BadName(format!(
             "K8S_POD_NAMESPACE {namespace:?} is not a namespace name"
@@ -68,7 +89,7 @@ pub fn get_pod_annotations(
             body,
         });
     }
-    annotations_of(&body, namespace, name).map_err(|reason| ApiError::Response { server, reason })
+    pod_of(&body, namespace, name).map_err(|reason| ApiError::Response { server, reason })
 }
 
 fn agent(target: &ApiTarget, timeouts: Timeouts) -> Result<ureq::Agent, ApiError> {
@@ -199,13 +220,24 @@ fn classify(server: &str, error: ureq::Error) -> ApiError {
     }
 }
 
-/// The pod's annotations, after checking the object is the pod asked for.
+/// The pod's annotations and security settings, after checking the object is the pod
+/// asked for.
+fn pod_of(body: &str, namespace: &str, name: &str) -> Result<PodInfo, String> {
+    let pod: Value = serde_json::from_str(body).map_err(|e| format!("not JSON: {e}"))?;
+    let annotations = annotations_of(&pod, namespace, name)?;
+    // Only an opted-in pod's spec matters, so a spec that cannot be read fails only those.
+    let security = PodSecurity::from_pod(&pod);
+    Ok(PodInfo {
+        annotations,
+        security,
+    })
+}
+
 fn annotations_of(
-    body: &str,
+    pod: &Value,
     namespace: &str,
     name: &str,
 ) -> Result<BTreeMap<String, String>, String> {
-    let pod: Value = serde_json::from_str(body).map_err(|e| format!("not JSON: {e}"))?;
     let kind = pod.get("kind").and_then(Value::as_str);
     if kind != Some("Pod") {
         return Err(format!("kind is {kind:?}, not \"Pod\""));
@@ -271,19 +303,19 @@ mod tests {
     fn reads_annotations_of_the_right_pod_only() {
         let pod = r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"n",
             "annotations":{"a":"1","guard.weft.dev/enabled":"true"}},"spec":{}}"#;
-        let got = annotations_of(pod, "n", "p").unwrap();
+        let got = pod_of(pod, "n", "p").unwrap().annotations;
         assert_eq!(got["guard.weft.dev/enabled"], "true");
-        assert!(annotations_of(pod, "n", "q")
+        assert!(pod_of(pod, "n", "q")
             .unwrap_err()
             .contains("asked for pod n/q"));
         let bare = r#"{"kind":"Pod","metadata":{"name":"p","namespace":"n"}}"#;
-        assert!(annotations_of(bare, "n", "p").unwrap().is_empty());
+        assert!(pod_of(bare, "n", "p").unwrap().annotations.is_empty());
         let status = r#"{"kind":"Status","status":"Failure"}"#;
-        assert!(annotations_of(status, "n", "p").is_err());
+        assert!(pod_of(status, "n", "p").is_err());
         let numeric =
             r#"{"kind":"Pod","metadata":{"name":"p","namespace":"n","annotations":{"a":1}}}"#;
-        assert!(annotations_of(numeric, "n", "p").is_err());
-        assert!(annotations_of("nope", "n", "p").is_err());
+        assert!(pod_of(numeric, "n", "p").is_err());
+        assert!(pod_of("nope", "n", "p").is_err());
     }
 
     #[test]

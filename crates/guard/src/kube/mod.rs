@@ -7,7 +7,7 @@
 mod client;
 mod kubeconfig;
 
-pub use client::{get_pod_annotations, Timeouts};
+pub use client::{get_pod, get_pod_annotations, PodInfo, Timeouts};
 pub use kubeconfig::{ApiTarget, Auth, ClientIdentity};
 
 /// Why the pod could not be read.
