@@ -26,11 +26,13 @@ const PORTABLE_SECTIONS: &[&str] = &[
     "maps",
 ];
 
-/// Source text that only per-architecture programs use.
+/// Source text that only per-architecture programs use. Including `bpf_tracing.h` is not
+/// on the list: its `BPF_PROG` reads arguments from the u64 context array that BTF-typed
+/// hooks (lsm/, tp_btf/) get on every architecture; only its `PT_REGS_*`/`BPF_KPROBE`
+/// macros are per-architecture, and those are.
 const ARCH_SPECIFIC: &[&str] = &[
     "pt_regs",
     "PT_REGS",
-    "bpf_tracing.h",
     "__TARGET_ARCH",
     "BPF_KPROBE",
     "BPF_KSYSCALL",
