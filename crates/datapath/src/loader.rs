@@ -359,7 +359,7 @@ fn load_program(pins: &PinLayout, program: Program, ebpf: &mut Ebpf) -> Result<I
     let fd = match program.attach() {
         Attach::Tc { .. } => {
             let classifier: &mut SchedClassifier = loaded.try_into().map_err(program_err)?;
-            classifier.load().map_err(program_err)?;
+            load_interruptible(|| classifier.load()).map_err(program_err)?;
             classifier.fd().map_err(program_err)?.as_fd()
         }
         Attach::Cgroup(_) | Attach::Lsm { .. } => {
@@ -374,6 +374,34 @@ fn load_program(pins: &PinLayout, program: Program, ebpf: &mut Ebpf) -> Result<I
         .try_clone_to_owned()
         .map_err(|e| Error::bpf("dup program fd", pins.program(program), e))?;
     install(pins, program, new_fd)
+}
+
+/// Loads a program, retrying when the kernel was interrupted. BPF_PROG_LOAD returns
+/// EAGAIN (or EINTR) when a signal arrives while the verifier runs, whatever the program:
+/// a real rejection is any other error and fails at once.
+fn load_interruptible(
+    load: impl FnMut() -> std::result::Result<(), aya::programs::ProgramError>,
+) -> std::result::Result<(), aya::programs::ProgramError> {
+    retry_interrupted(load, |e| match e {
+        aya::programs::ProgramError::LoadError { io_error, .. } => io_error.raw_os_error(),
+        _ => None,
+    })
+}
+
+fn retry_interrupted<E>(
+    mut attempt: impl FnMut() -> std::result::Result<(), E>,
+    errno: impl Fn(&E) -> Option<i32>,
+) -> std::result::Result<(), E> {
+    const ATTEMPTS: usize = 5;
+    let mut tried = 1;
+    loop {
+        match attempt() {
+            Err(e) if tried < ATTEMPTS && matches!(errno(&e), Some(libc::EAGAIN | libc::EINTR)) => {
+                tried += 1
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Adopts the pinned program when it is the same as `new`, otherwise puts `new` in
@@ -465,4 +493,36 @@ pub(crate) fn ifindex_of(ifname: &str) -> Result<u32> {
         });
     }
     Ok(index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failing(errno: i32, succeed_after: usize) -> impl FnMut() -> std::io::Result<()> {
+        let mut calls = 0;
+        move || {
+            calls += 1;
+            if calls > succeed_after {
+                Ok(())
+            } else {
+                Err(std::io::Error::from_raw_os_error(errno))
+            }
+        }
+    }
+
+    #[test]
+    fn an_interrupted_load_is_retried_and_a_rejection_is_not() {
+        let errno = |e: &std::io::Error| e.raw_os_error();
+        assert!(retry_interrupted(failing(libc::EAGAIN, 2), errno).is_ok());
+        assert!(retry_interrupted(failing(libc::EINTR, 4), errno).is_ok());
+        assert!(
+            retry_interrupted(failing(libc::EAGAIN, 5), errno).is_err(),
+            "bounded"
+        );
+        assert!(
+            retry_interrupted(failing(libc::EACCES, 1), errno).is_err(),
+            "a verifier rejection is final"
+        );
+    }
 }
